@@ -1,0 +1,87 @@
+# The two commands that matter: `make lab` (the main job on the embedded lab) and
+# `make test` (every gate). Both install what they need on a fresh Debian machine.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+LAB := $(BIN)/python scripts/lab
+LAB_NODES ?= 1
+ENV ?= prod
+PLAYBOOKS := $(wildcard playbooks/*.yml)
+APT_PACKAGES := qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client prometheus rsync
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.SECONDEXPANSION:
+.PHONY: help deps venv lint test test-offline test-lab lab lab-down compliance report bench
+
+help:
+	@echo "make lab        tools + lab VM + playbooks/site.yml + compliance report"
+	@echo "make test       every gate: ruff, yamllint, ansible-lint, syntax-check, offline and lab tests"
+	@echo "make lab-down   stop the lab VMs (scripts/lab down)"
+	@echo "make bench      every benchmark (bench-lab, bench-converge, ...)"
+
+# Debian packages: only what is missing, so a prepared machine does not touch apt.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+# The venv is rebuilt when a requirements file changes (the stamp records their hash).
+REQS := requirements.txt requirements-dev.txt pulumi/requirements.txt
+$(VENV)/.stamp: $(REQS)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+venv: $(VENV)/.stamp
+
+.venv-checkov/.stamp: requirements-checkov.txt
+	$(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/pip install -q --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
+
+.venv-policy/.stamp: pulumi/policy/requirements.txt
+	$(PYTHON) -m venv .venv-policy
+	.venv-policy/bin/pip install -q --disable-pip-version-check -r pulumi/policy/requirements.txt
+	touch $@
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/yamllint --strict .
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --profile production
+	@for p in $(PLAYBOOKS); do \
+	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-playbook -i inventories/example --syntax-check $$p >/dev/null \
+	    || { echo "syntax-check failed: $$p"; exit 1; }; echo "syntax ok: $$p"; done
+
+test-offline: venv .venv-checkov/.stamp
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m "not lab"
+
+test-lab: deps venv
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m lab
+
+# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk.
+test: lint test-offline $$(TEST_TARGETS) test-lab
+
+lab: deps venv
+	$(LAB) up --nodes $(LAB_NODES)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
+	$(MAKE) --no-print-directory compliance INVENTORY=inventories/lab
+
+INVENTORY ?= inventories/lab
+compliance: venv
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tests.compliance.run --inventory $(INVENTORY)
+
+lab-down: venv
+	$(LAB) down
+
+# Each area adds its targets, and its benchmark to BENCHES, in mk/<area>.mk.
+BENCHES :=
+TEST_TARGETS :=
+-include mk/*.mk
+
+bench: $(patsubst %,bench-%,$(BENCHES))

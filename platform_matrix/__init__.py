@@ -1,0 +1,6 @@
+"""The platform matrix: pinned versions and the rules between them (see matrix.yml)."""
+
+from platform_matrix.compat import Problem, Stack, check, pinned_stack
+from platform_matrix.matrix import DEFAULT_PATH, Matrix, MatrixError, load
+
+__all__ = ["DEFAULT_PATH", "Matrix", "MatrixError", "Problem", "Stack", "check", "load", "pinned_stack"]

@@ -1,0 +1,41 @@
+"""`python -m platform_matrix check [--triton 24.05 --driver 535.216.03 ...]`: exit 1 on a problem."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from platform_matrix import MatrixError, check, load, pinned_stack
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m platform_matrix")
+    parser.add_argument("command", choices=["check"])
+    parser.add_argument("--file", default=None, help="matrix file (default: the repository's)")
+    parser.add_argument("--triton", dest="triton_release")
+    parser.add_argument("--driver", dest="driver_version")
+    parser.add_argument("--gpu-product")
+    parser.add_argument("--kernel-module", choices=["open", "proprietary"])
+    parser.add_argument("--toolkit", dest="container_toolkit")
+    parser.add_argument("--kubernetes", dest="kubernetes_version")
+    parser.add_argument("--mig-strategy")
+    parser.add_argument("--cuda-forward-compat", action="store_true", default=None)
+    args = vars(parser.parse_args(argv))
+    path = args.pop("file")
+    args.pop("command")
+    try:
+        matrix = load(path) if path else load()
+    except MatrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stack = pinned_stack(matrix, **args)
+    problems = check(matrix, stack)
+    for problem in problems:
+        print(f"incompatible: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"compatible: {stack}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

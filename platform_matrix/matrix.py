@@ -1,0 +1,168 @@
+"""Load matrix.yml, check its shape and its cross-references, and answer questions about it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from platform_matrix.schema import MATRIX_SCHEMA
+
+DEFAULT_PATH = Path(__file__).with_name("matrix.yml")
+
+
+class MatrixError(ValueError):
+    """A malformed matrix file: names the file, the key (a dotted path) and the reason."""
+
+    def __init__(self, path: Path | str, key: str, reason: str) -> None:
+        self.path = str(path)
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{self.path}: {key or '<top level>'}: {reason}")
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'535.216.03' -> (535, 216, 3); a Debian revision or suffix after '-' is ignored."""
+    return tuple(int(part) for part in version.split("-", 1)[0].split("."))
+
+
+def driver_branch(version: str) -> int:
+    return version_tuple(version)[0]
+
+
+def k8s_minor(version: str) -> str:
+    major, minor = version_tuple(version)[:2]
+    return f"{major}.{minor}"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The parsed, validated matrix. `data` is the plain mapping Ansible also sees."""
+
+    path: Path
+    data: Mapping[str, Any]
+
+    @property
+    def driver_version(self) -> str:
+        return self.data["nvidia_driver"]["version"]
+
+    @property
+    def kubernetes_version(self) -> str:
+        return self.data["kubernetes"]["version"]
+
+    def triton_release(self, release: str) -> Mapping[str, Any]:
+        try:
+            return self.data["triton"]["releases"][release]
+        except KeyError:
+            known = ", ".join(sorted(self.data["triton"]["releases"]))
+            raise KeyError(f"Triton release {release!r} is not in the matrix (known: {known})") from None
+
+    def triton_image(self, release: str | None = None) -> str:
+        release = release or self.data["triton"]["default_release"]
+        entry = self.triton_release(release)
+        triton = self.data["triton"]
+        ref = f"{triton['image']}:{release}{triton['image_suffix']}"
+        return f"{ref}@{entry['digest']}" if entry["digest"] else ref
+
+    def image(self, name: str) -> str:
+        """An add-on image reference, `repo:tag@digest` once a digest is recorded."""
+        entry = self.data["images"][name]
+        ref = f"{entry['repository']}:{entry['tag']}"
+        return f"{ref}@{entry['digest']}" if entry["digest"] else ref
+
+    def chart(self, name: str) -> Mapping[str, Any]:
+        return self.data["charts"][name]
+
+    def gpu_product(self, product: str) -> Mapping[str, Any]:
+        try:
+            return self.data["gpu_products"][product]
+        except KeyError:
+            known = ", ".join(sorted(self.data["gpu_products"]))
+            raise KeyError(f"GPU product {product!r} is not in the matrix (known: {known})") from None
+
+    def driver_source(self, name: str) -> Mapping[str, Any]:
+        return self.data["nvidia_driver"]["sources"][name]
+
+
+def _key(path: Iterator[Any] | Any) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _cross_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Yield (key, reason) for every reference that points at nothing or a bad value."""
+    triton = data["triton"]
+    if triton["default_release"] not in triton["releases"]:
+        yield "triton.default_release", f"{triton['default_release']!r} is not one of triton.releases"
+    previous: tuple[str, int] | None = None
+    for release in sorted(triton["releases"], key=version_tuple):
+        entry = triton["releases"][release]
+        branch = entry["min_driver_branch"]
+        if previous and branch < previous[1]:
+            yield (
+                f"triton.releases.{release}.min_driver_branch",
+                f"R{branch} is older than R{previous[1]} required by the earlier release {previous[0]}",
+            )
+        previous = (release, branch)
+        for index, compat in enumerate(entry["forward_compat"]):
+            if driver_branch(compat) > branch:
+                yield (
+                    f"triton.releases.{release}.forward_compat.{index}",
+                    f"{compat} is not older than the native branch R{branch}, so it is no forward-compat entry",
+                )
+    sources = data["nvidia_driver"]["sources"]
+    for family, entry in data["operating_systems"].items():
+        if entry["driver_source"] not in sources:
+            yield (
+                f"operating_systems.{family}.driver_source",
+                f"{entry['driver_source']!r} is not one of nvidia_driver.sources",
+            )
+    driver = data["nvidia_driver"]["version"]
+    for name, source in sources.items():
+        if not source["package_version"].startswith(driver):
+            yield (
+                f"nvidia_driver.sources.{name}.package_version",
+                f"{source['package_version']!r} does not package the pinned driver {driver}",
+            )
+    for product, entry in data["gpu_products"].items():
+        if entry["architecture"] not in data["kernel_modules"]:
+            yield (
+                f"gpu_products.{product}.architecture",
+                f"{entry['architecture']!r} is not one of kernel_modules",
+            )
+    toolkit = data["container_toolkit"]
+    if version_tuple(toolkit["version"]) < version_tuple(toolkit["min_version"]):
+        yield "container_toolkit.version", f"{toolkit['version']} is below min_version {toolkit['min_version']}"
+    kubernetes = data["kubernetes"]
+    if k8s_minor(kubernetes["version"]) not in kubernetes["supported_minors"]:
+        yield "kubernetes.version", f"{kubernetes['version']} is not in supported_minors"
+
+
+def parse(data: Any, path: Path | str) -> Matrix:
+    """Validate an already-loaded mapping; raises MatrixError on the first problem found."""
+    validator = jsonschema.Draft202012Validator(MATRIX_SCHEMA)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        first = errors[0]
+        raise MatrixError(path, _key(first.absolute_path), first.message)
+    for key, reason in _cross_references(data):
+        raise MatrixError(path, key, reason)
+    return Matrix(path=Path(path), data=data)
+
+
+def load(path: Path | str = DEFAULT_PATH) -> Matrix:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MatrixError(path, "", f"cannot read the file: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise MatrixError(path, "", f"not valid YAML at {where}: {getattr(exc, 'problem', exc)}") from exc
+    return parse(data, path)

@@ -1,0 +1,161 @@
+"""JSON schema for matrix.yml: the shape of the file, checked before any rule runs."""
+
+from typing import Any
+
+_VERSION = {"type": "string", "pattern": r"^\d+(\.\d+)*$"}
+_DIGEST = {"type": ["string", "null"], "pattern": r"^sha256:[0-9a-f]{64}$"}
+_IMAGE = {
+    "type": "object",
+    "required": ["repository", "tag", "digest"],
+    "additionalProperties": False,
+    "properties": {
+        "repository": {"type": "string", "minLength": 1},
+        "tag": {"type": "string", "minLength": 1, "not": {"const": "latest"}},
+        "digest": _DIGEST,
+    },
+}
+_PACKAGES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+
+MATRIX_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "schema_version", "kubernetes", "nvidia_driver", "container_toolkit", "containerd",
+        "triton", "images", "charts", "gpu_products", "kernel_modules", "operating_systems",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "schema_version": {"const": 1},
+        "kubernetes": {
+            "type": "object",
+            "required": ["version", "supported_minors"],
+            "additionalProperties": False,
+            "properties": {
+                "version": _VERSION,
+                "supported_minors": {
+                    "type": "array", "minItems": 1,
+                    "items": {"type": "string", "pattern": r"^\d+\.\d+$"},
+                },
+            },
+        },
+        "nvidia_driver": {
+            "type": "object",
+            "required": ["version", "kernel_module", "sources", "upgrade_blacklist"],
+            "additionalProperties": False,
+            "properties": {
+                "version": {"type": "string", "pattern": r"^\d{3}\.\d+(\.\d+)?$"},
+                "kernel_module": {"enum": ["open", "proprietary"]},
+                "sources": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "additionalProperties": {
+                        "type": "object",
+                        "required": [
+                            "description", "package_version", "userspace_packages", "kernel_packages",
+                        ],
+                        "additionalProperties": False,
+                        "properties": {
+                            "description": {"type": "string"},
+                            "package_version": {"type": "string", "minLength": 1},
+                            "userspace_packages": _PACKAGES,
+                            "kernel_packages": {
+                                "type": "object",
+                                "required": ["open", "proprietary"],
+                                "additionalProperties": False,
+                                "properties": {"open": _PACKAGES, "proprietary": _PACKAGES},
+                            },
+                        },
+                    },
+                },
+                "upgrade_blacklist": _PACKAGES,
+            },
+        },
+        "container_toolkit": {
+            "type": "object",
+            "required": ["version", "min_version", "min_version_cgroup_v2"],
+            "additionalProperties": False,
+            "properties": {
+                "version": _VERSION, "min_version": _VERSION, "min_version_cgroup_v2": _VERSION,
+            },
+        },
+        "containerd": {
+            "type": "object",
+            "required": ["package", "min_version"],
+            "additionalProperties": False,
+            "properties": {"package": {"type": "string"}, "min_version": _VERSION},
+        },
+        "triton": {
+            "type": "object",
+            "required": ["default_release", "image", "image_suffix", "releases"],
+            "additionalProperties": False,
+            "properties": {
+                "default_release": {"type": "string"},
+                "image": {"type": "string", "minLength": 1},
+                "image_suffix": {"type": "string"},
+                "releases": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "propertyNames": {"pattern": r"^\d{2}\.\d{2}$"},
+                    "additionalProperties": {
+                        "type": "object",
+                        "required": ["cuda", "min_driver_branch", "forward_compat", "digest"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "cuda": _VERSION,
+                            "min_driver_branch": {"type": "integer", "minimum": 400},
+                            "forward_compat": {"type": "array", "items": _VERSION},
+                            "digest": _DIGEST,
+                        },
+                    },
+                },
+            },
+        },
+        "images": {"type": "object", "minProperties": 1, "additionalProperties": _IMAGE},
+        "charts": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["repository", "version"],
+                "additionalProperties": False,
+                "properties": {
+                    "repository": {"type": "string", "pattern": r"^(https|oci)://"},
+                    "chart": {"type": "string"},
+                    "version": {"type": "string", "pattern": r"^\d+\.\d+\.\d+$"},
+                },
+            },
+        },
+        "gpu_products": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["architecture", "datacenter", "mig"],
+                "additionalProperties": False,
+                "properties": {
+                    "architecture": {"type": "string"},
+                    "datacenter": {"type": "boolean"},
+                    "mig": {"type": "boolean"},
+                    "min_driver_branch": {"type": "integer", "minimum": 400},
+                },
+            },
+        },
+        "kernel_modules": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "array", "minItems": 1, "uniqueItems": True,
+                "items": {"enum": ["open", "proprietary"]},
+            },
+        },
+        "operating_systems": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["versions", "package_manager", "driver_source"],
+                "additionalProperties": False,
+                "properties": {
+                    "versions": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                    "package_manager": {"enum": ["apt", "dnf"]},
+                    "driver_source": {"type": "string"},
+                },
+            },
+        },
+    },
+}
