@@ -1,0 +1,51 @@
+"""Ansible filters over the platform matrix, so playbooks and Python share one set of rules.
+
+    {{ '' | platform_matrix }}                  -> the validated matrix as a dict
+    {{ {'triton_release': '24.05'} | platform_matrix_problems }} -> ["[triton_driver] ..."]
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(_REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(_REPO_ROOT))
+
+from platform_matrix import MatrixError, Stack, check, load, pinned_stack  # noqa: E402
+
+_STACK_FIELDS = {field.name for field in fields(Stack)}
+
+
+def _load(path: str = "") -> Any:
+    try:
+        return load(path) if path else load()
+    except MatrixError as exc:
+        raise AnsibleFilterError(f"platform matrix: {exc}") from exc
+
+
+def platform_matrix(path: str = "") -> dict[str, Any]:
+    """The whole matrix; `path` defaults to platform_matrix/matrix.yml in this repository."""
+    return dict(_load(path).data)
+
+
+def platform_matrix_problems(choices: dict[str, Any], path: str = "") -> list[str]:
+    """Problems with an environment's choices; keys not given take the matrix pins."""
+    unknown = sorted(set(choices) - _STACK_FIELDS)
+    if unknown:
+        raise AnsibleFilterError(
+            f"platform_matrix_problems: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_STACK_FIELDS))}"
+        )
+    matrix = _load(path)
+    given = {key: (value if value != "" else None) for key, value in choices.items()}
+    return [str(problem) for problem in check(matrix, pinned_stack(matrix, **given))]
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"platform_matrix": platform_matrix, "platform_matrix_problems": platform_matrix_problems}
