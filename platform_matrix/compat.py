@@ -50,9 +50,7 @@ def triton_driver(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
     have = driver_branch(stack.driver_version)
     if have >= needed:
         return
-    compat_minimum = next(
-        (c for c in release["forward_compat"] if driver_branch(c) == have), None
-    )
+    compat_minimum = next((c for c in release["forward_compat"] if driver_branch(c) == have), None)
     why = (
         f"Triton {stack.triton_release} (CUDA {release['cuda']}) needs driver R{needed} or later, "
         f"the pin is {stack.driver_version}"
@@ -116,8 +114,7 @@ def toolkit_version(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
     if have < version_tuple(toolkit["min_version"]):
         yield Problem(
             "toolkit_version",
-            f"nvidia-container-toolkit {stack.container_toolkit} is below the security floor "
-            f"{toolkit['min_version']}",
+            f"nvidia-container-toolkit {stack.container_toolkit} is below the security floor {toolkit['min_version']}",
         )
     if stack.cgroup_v2 and have < version_tuple(toolkit["min_version_cgroup_v2"]):
         yield Problem(
@@ -154,7 +151,9 @@ def operating_system(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
     systems = matrix.data["operating_systems"]
     entry = systems.get(stack.os_family)
     if entry is None:
-        yield Problem("operating_system", f"OS family {stack.os_family!r} is not supported (supported: {', '.join(systems)})")
+        yield Problem(
+            "operating_system", f"OS family {stack.os_family!r} is not supported (supported: {', '.join(systems)})"
+        )
     elif stack.os_version is not None and stack.os_version not in entry["versions"]:
         yield Problem(
             "operating_system",
@@ -163,7 +162,12 @@ def operating_system(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
 
 
 RULES: tuple[Rule, ...] = (
-    triton_driver, product_driver, kernel_module, toolkit_version, kubernetes_version, mig_strategy,
+    triton_driver,
+    product_driver,
+    kernel_module,
+    toolkit_version,
+    kubernetes_version,
+    mig_strategy,
     operating_system,
 )
 

@@ -19,8 +19,17 @@ _PACKAGES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minI
 MATRIX_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": [
-        "schema_version", "kubernetes", "nvidia_driver", "container_toolkit", "containerd",
-        "triton", "images", "charts", "gpu_products", "kernel_modules", "operating_systems",
+        "schema_version",
+        "kubernetes",
+        "nvidia_driver",
+        "container_toolkit",
+        "containerd",
+        "triton",
+        "images",
+        "charts",
+        "gpu_products",
+        "kernel_modules",
+        "operating_systems",
     ],
     "additionalProperties": False,
     "properties": {
@@ -32,7 +41,8 @@ MATRIX_SCHEMA: dict[str, Any] = {
             "properties": {
                 "version": _VERSION,
                 "supported_minors": {
-                    "type": "array", "minItems": 1,
+                    "type": "array",
+                    "minItems": 1,
                     "items": {"type": "string", "pattern": r"^\d+\.\d+$"},
                 },
             },
@@ -50,7 +60,10 @@ MATRIX_SCHEMA: dict[str, Any] = {
                     "additionalProperties": {
                         "type": "object",
                         "required": [
-                            "description", "package_version", "userspace_packages", "kernel_packages",
+                            "description",
+                            "package_version",
+                            "userspace_packages",
+                            "kernel_packages",
                         ],
                         "additionalProperties": False,
                         "properties": {
@@ -74,7 +87,9 @@ MATRIX_SCHEMA: dict[str, Any] = {
             "required": ["version", "min_version", "min_version_cgroup_v2"],
             "additionalProperties": False,
             "properties": {
-                "version": _VERSION, "min_version": _VERSION, "min_version_cgroup_v2": _VERSION,
+                "version": _VERSION,
+                "min_version": _VERSION,
+                "min_version_cgroup_v2": _VERSION,
             },
         },
         "containerd": {
@@ -140,7 +155,9 @@ MATRIX_SCHEMA: dict[str, Any] = {
         "kernel_modules": {
             "type": "object",
             "additionalProperties": {
-                "type": "array", "minItems": 1, "uniqueItems": True,
+                "type": "array",
+                "minItems": 1,
+                "uniqueItems": True,
                 "items": {"enum": ["open", "proprietary"]},
             },
         },

@@ -1,11 +1,13 @@
 """Ansible filters over the platform matrix, so playbooks and Python share one set of rules.
 
-    {{ '' | platform_matrix }}                  -> the validated matrix as a dict
-    {{ {'triton_release': '24.05'} | platform_matrix_problems }} -> ["[triton_driver] ..."]
+{{ '' | platform_matrix }}                  -> the validated matrix as a dict
+{{ {'triton_release': '24.05'} | platform_matrix_problems }} -> ["[triton_driver] ..."]
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -17,21 +19,30 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))
 
-from platform_matrix import MatrixError, Stack, check, load, pinned_stack  # noqa: E402
+from platform_matrix import DEFAULT_PATH, Matrix, MatrixError, Stack, check, load, pinned_stack  # noqa: E402
 
 _STACK_FIELDS = {field.name for field in fields(Stack)}
 
 
-def _load(path: str = "") -> Any:
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int) -> Matrix:
+    return load(path)
+
+
+def _load(path: str = "") -> Matrix:
+    """Load once per file version: role defaults call the filter many times per host."""
+    target = Path(path) if path else DEFAULT_PATH
     try:
-        return load(path) if path else load()
+        return _load_cached(str(target), target.stat().st_mtime_ns)
+    except OSError as exc:
+        raise AnsibleFilterError(f"platform matrix: {target}: cannot read the file: {exc.strerror}") from exc
     except MatrixError as exc:
         raise AnsibleFilterError(f"platform matrix: {exc}") from exc
 
 
 def platform_matrix(path: str = "") -> dict[str, Any]:
     """The whole matrix; `path` defaults to platform_matrix/matrix.yml in this repository."""
-    return dict(_load(path).data)
+    return copy.deepcopy(dict(_load(path).data))
 
 
 def platform_matrix_problems(choices: dict[str, Any], path: str = "") -> list[str]:
