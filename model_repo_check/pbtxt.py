@@ -1,0 +1,187 @@
+"""config.pbtxt: parse it with Triton's own schema, and find where each field was written.
+
+Parsing goes through `tritonclient.grpc.model_config_pb2.ModelConfig` and protobuf's
+`text_format`, the same schema Triton loads. A parse error keeps protobuf's line and column;
+the message gets a hint for the mistakes people make most.
+
+`FieldLocations` indexes the (already parsed) text so later checks can point at the line
+of the field they complain about: `locations.find("input", 0, "dims")`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from google.protobuf import descriptor, text_format
+from tritonclient.grpc import model_config_pb2
+
+from model_repo_check.findings import Location
+
+ModelConfig = model_config_pb2.ModelConfig
+DATA_TYPES = tuple(v.name for v in model_config_pb2.DataType.DESCRIPTOR.values)
+_ERROR_PREFIX = re.compile(r"^\d+:\d+ : (?:'.*?': )?", re.DOTALL)
+_UNKNOWN_FIELD = re.compile(r'Message type "([\w.]+)" has no field named "(\w+)"')
+_UNKNOWN_ENUM = re.compile(r'Enum type "([\w.]+)" has no value named (\w+)')
+
+
+class ConfigParseError(Exception):
+    """config.pbtxt does not parse with the Triton schema; carries the protobuf location."""
+
+    def __init__(self, location: Location, message: str) -> None:
+        self.location = location
+        self.message = message
+        super().__init__(f"{location}: {message}")
+
+
+def parse_config(path: Path) -> tuple[model_config_pb2.ModelConfig, FieldLocations]:
+    text = path.read_text(encoding="utf-8")
+    config = ModelConfig()
+    try:
+        text_format.Parse(text, config)
+    except text_format.ParseError as err:
+        line, column = err.GetLine(), err.GetColumn()
+        source_line = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
+        raise ConfigParseError(Location(path, line, column), _explain(str(err), source_line, column)) from None
+    return config, FieldLocations.index(path, text)
+
+
+def _explain(raw: str, source_line: str, column: int) -> str:
+    """protobuf's message without its position prefix, plus a hint where we recognise the mistake."""
+    message = _ERROR_PREFIX.sub("", raw, count=1)
+    before = source_line[: max(column - 1, 0)].rstrip()
+    at = source_line[column - 1 : column] if column > 0 else ""
+    if message == 'Expected "{".' and at == "[":
+        if before.endswith("["):
+            return f"{message} Nested brackets: a repeated field is written `{before[:-1].strip()} [ {{ ... }} ]`."
+        field_name = before.split()[-1].rstrip(":") if before.split() else "this field"
+        return f"{message} `{field_name}` is a single message, not a list: write `{field_name} {{ ... }}`."
+    if match := _UNKNOWN_FIELD.search(message):
+        names = _field_names(match.group(1))
+        close = difflib.get_close_matches(match.group(2), names, n=1)
+        hint = f" Did you mean `{close[0]}`?" if close else ""
+        return f"{message} The Triton schema has no such field.{hint}"
+    if (match := _UNKNOWN_ENUM.search(message)) and match.group(2).upper() in DATA_TYPES + _enum_names(match.group(1)):
+        return f"{message} Enum values are case sensitive: write {match.group(2).upper()}."
+    return message
+
+
+def _message_descriptor(full_name: str) -> descriptor.Descriptor | None:
+    short = full_name.removeprefix("inference.")
+    current: descriptor.Descriptor | None = None
+    for part in short.split("."):
+        scope = model_config_pb2.DESCRIPTOR.message_types_by_name if current is None else current.nested_types_by_name
+        current = scope.get(part)
+        if current is None:
+            return None
+    return current
+
+
+def _field_names(message_full_name: str) -> list[str]:
+    found = _message_descriptor(message_full_name)
+    return [f.name for f in found.fields] if found else []
+
+
+def _enum_names(enum_full_name: str) -> tuple[str, ...]:
+    parent, _, enum = enum_full_name.removeprefix("inference.").rpartition(".")
+    scope = _message_descriptor(parent) if parent else None
+    enums = scope.enum_types_by_name if scope else model_config_pb2.DESCRIPTOR.enum_types_by_name
+    found = enums.get(enum)
+    return tuple(v.name for v in found.values) if found else ()
+
+
+_TOKEN = re.compile(
+    r"""(?P<space>\s+)
+      | (?P<comment>\#[^\n]*)
+      | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+      | (?P<word>[\w.+\-]+)
+      | (?P<punct>[{}\[\]<>:,;])""",
+    re.VERBOSE,
+)
+_OPEN = {"{": "}", "<": ">"}
+
+
+@dataclass(frozen=True)
+class _Token:
+    text: str
+    line: int
+    column: int
+
+
+def _tokens(text: str) -> list[_Token]:
+    tokens, line, line_start = [], 1, 0
+    for match in _TOKEN.finditer(text):
+        kind, value = match.lastgroup, match.group()
+        if kind not in ("space", "comment"):
+            tokens.append(_Token(value, line, match.start() - line_start + 1))
+        if "\n" in value:
+            line += value.count("\n")
+            line_start = match.start() + value.rindex("\n") + 1
+    return tokens
+
+
+FieldPath = tuple[tuple[str, int], ...]
+
+
+@dataclass
+class FieldLocations:
+    """Where each field occurrence starts, keyed by (field, index) pairs from the top."""
+
+    path: Path
+    positions: dict[FieldPath, tuple[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def index(cls, path: Path, text: str) -> FieldLocations:
+        found = cls(path)
+        found._message(_tokens(text), 0, (), None)
+        return found
+
+    def _message(self, tokens: list[_Token], i: int, prefix: FieldPath, close: str | None) -> int:
+        counts: dict[str, int] = {}
+        while i < len(tokens) and tokens[i].text != close:
+            name = tokens[i]
+            i += 1
+            if i < len(tokens) and tokens[i].text == ":":
+                i += 1
+            first = counts.get(name.text, 0)
+            if i < len(tokens) and tokens[i].text == "[":
+                i += 1
+                while i < len(tokens) and tokens[i].text != "]":
+                    i = self._value(tokens, i, prefix, name, counts)
+                    if i < len(tokens) and tokens[i].text == ",":
+                        i += 1
+                i += 1
+            else:
+                i = self._value(tokens, i, prefix, name, counts)
+            self.positions.setdefault((*prefix, (name.text, first)), (name.line, name.column))
+            if i < len(tokens) and tokens[i].text in ",;":
+                i += 1
+        return i + 1
+
+    def _value(self, tokens: list[_Token], i: int, prefix: FieldPath, name: _Token, counts: dict[str, int]) -> int:
+        index = counts.get(name.text, 0)
+        counts[name.text] = index + 1
+        here = (*prefix, (name.text, index))
+        self.positions.setdefault(here, (name.line, name.column))
+        if i < len(tokens) and tokens[i].text in _OPEN:
+            return self._message(tokens, i + 1, here, _OPEN[tokens[i].text])
+        i += 1
+        while i < len(tokens) and tokens[i].text[:1] in "\"'" and tokens[i - 1].text[:1] in "\"'":
+            i += 1
+        return i
+
+    def find(self, *parts: str | int) -> Location:
+        """The location of the deepest written field along `parts`; the file itself if none was written."""
+        path: list[tuple[str, int]] = []
+        for part in parts:
+            if isinstance(part, int):
+                path[-1] = (path[-1][0], part)
+            else:
+                path.append((part, 0))
+        while path:
+            if (hit := self.positions.get(tuple(path))) is not None:
+                return Location(self.path, *hit)
+            path.pop()
+        return Location(self.path)
