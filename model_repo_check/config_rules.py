@@ -6,6 +6,8 @@ mistake shows up here with the line it was written on instead of in a pod's log.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tritonclient.grpc import model_config_pb2
 
 from model_repo_check.findings import Location, Report
@@ -31,6 +33,9 @@ def _check_batching(model: ModelDir, report: Report) -> None:
             "max-batch-size", f"max_batch_size is {max_batch}; it must be 0 or more", where.find("max_batch_size")
         )
         return
+    if config.sequence_batching.HasField("oldest"):
+        oldest = config.sequence_batching.oldest
+        _check_preferred(model, ("sequence_batching", "oldest"), oldest.preferred_batch_size, report)
     if not config.HasField("dynamic_batching"):
         return
     if max_batch == 0:
@@ -41,12 +46,17 @@ def _check_batching(model: ModelDir, report: Report) -> None:
             where.find("dynamic_batching"),
         )
         return
-    for i, size in enumerate(config.dynamic_batching.preferred_batch_size):
+    _check_preferred(model, ("dynamic_batching",), config.dynamic_batching.preferred_batch_size, report)
+
+
+def _check_preferred(model: ModelDir, scope: tuple[str, ...], sizes: Sequence[int], report: Report) -> None:
+    max_batch = model.config.max_batch_size
+    for i, size in enumerate(sizes):
         if not 0 < size <= max_batch:
             report.error(
                 "preferred-batch-size",
-                f"preferred_batch_size {size} is outside 1..max_batch_size ({max_batch})",
-                where.find("dynamic_batching", "preferred_batch_size", i),
+                f"{'.'.join(scope)} preferred_batch_size {size} is outside 1..max_batch_size ({max_batch})",
+                model.where.find(*scope, "preferred_batch_size", i),
             )
 
 
@@ -66,8 +76,9 @@ def _check_tensors(model: ModelDir, report: Report) -> None:
             seen.add(tensor.name)
             if tensor.data_type == DataType.TYPE_INVALID:
                 report.error("data-type", f"{kind} '{tensor.name}' has no data_type", where.find(kind, i))
-            bad = [d for d in tensor.dims if d == 0 or d < -1]
-            if bad:
+            if not tensor.dims:
+                report.error("dims-value", f"{kind} '{tensor.name}' has no dims", where.find(kind, i))
+            elif any(d == 0 or d < -1 for d in tensor.dims):
                 report.error(
                     "dims-value",
                     f"{kind} '{tensor.name}' dims {list(tensor.dims)}: each dim is -1 (dynamic) or positive",
@@ -87,10 +98,10 @@ def _check_labels(model: ModelDir, report: Report) -> None:
 
 def _check_instance_groups(model: ModelDir, report: Report) -> None:
     for i, group in enumerate(model.config.instance_group):
-        if group.kind == Kind.KIND_CPU and group.gpus:
+        if group.kind in (Kind.KIND_CPU, Kind.KIND_MODEL) and group.gpus:
             report.error(
                 "cpu-group-with-gpus",
-                f"instance_group {i} is KIND_CPU but lists gpus {list(group.gpus)}",
+                f"instance_group {i} is {Kind.Name(group.kind)} but lists gpus {list(group.gpus)}",
                 model.where.find("instance_group", i, "gpus"),
             )
         if group.count < 0:

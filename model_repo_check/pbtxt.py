@@ -58,6 +58,10 @@ def _explain(raw: str, source_line: str, column: int) -> str:
             return f"{message} Nested brackets: a repeated field is written `{before[:-1].strip()} [ {{ ... }} ]`."
         field_name = before.split()[-1].rstrip(":") if before.split() else "this field"
         return f"{message} `{field_name}` is a single message, not a list: write `{field_name} {{ ... }}`."
+    if message == 'Expected ",".':
+        return f"{message} Elements of a list are separated by commas: `[ {{ ... }}, {{ ... }} ]`."
+    if message == 'Expected ":".':
+        return f"{message} A scalar field is written `name: value`, a list of scalars `name: [ ... ]`."
     if match := _UNKNOWN_FIELD.search(message):
         names = _field_names(match.group(1))
         close = difflib.get_close_matches(match.group(2), names, n=1)
