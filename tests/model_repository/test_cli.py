@@ -1,6 +1,7 @@
 """scripts/validate_model_repo: text and JSON output, exit codes, --strict, the target environment."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,26 @@ def test_env_and_gpus_are_exclusive(capsys):
 def test_missing_repository(tmp_path, capsys):
     assert main([str(tmp_path / "nowhere")]) == 1
     assert "model repository folder not found [no-repository]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        ([], {}, "scripts/validate_model_repo model_repository"),
+        (["ENV=staging"], {}, "scripts/validate_model_repo model_repository --env staging"),
+        ([], {"ENV": "lab"}, "scripts/validate_model_repo model_repository --env lab"),
+    ],
+)
+def test_make_validate_models_passes_env_only_when_given(args, env, expected):
+    """The Makefile's own `ENV ?= prod` must not turn on the GPU rule of prod by itself."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("ENV", "MAKEFLAGS", "MFLAGS")} | env
+    run = subprocess.run(
+        ["make", "-n", "--no-print-directory", "validate-models", *args],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [command] = [line for line in run.stdout.splitlines() if "validate_model_repo" in line]
+    assert command.split("python ", 1)[1].strip() == expected
