@@ -27,8 +27,11 @@ class Stack:
 
 @dataclass(frozen=True)
 class Problem:
+    """One broken rule; `fields` names the Stack fields whose values break it."""
+
     rule: str
     message: str
+    fields: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.message}"
@@ -44,7 +47,7 @@ def triton_driver(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
     try:
         release = matrix.triton_release(stack.triton_release)
     except KeyError as exc:
-        yield Problem("triton_driver", str(exc.args[0]))
+        yield Problem("triton_driver", str(exc.args[0]), ("triton_release",))
         return
     needed = release["min_driver_branch"]
     have = driver_branch(stack.driver_version)
@@ -56,20 +59,30 @@ def triton_driver(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
         f"the pin is {stack.driver_version}"
     )
     if compat_minimum is None:
-        yield Problem("triton_driver", f"{why}, and R{have} is not forward compatible with CUDA {release['cuda']}")
+        yield Problem(
+            "triton_driver",
+            f"{why}, and R{have} is not forward compatible with CUDA {release['cuda']}",
+            ("triton_release", "driver_version"),
+        )
     elif not stack.cuda_forward_compat:
         yield Problem(
             "triton_driver",
             f"{why}; R{have} from {compat_minimum} works only through CUDA forward compatibility, "
             "which this environment has not enabled (cuda_forward_compat: true, data center GPUs only)",
+            ("triton_release", "driver_version"),
         )
     elif version_tuple(stack.driver_version) < version_tuple(compat_minimum):
         yield Problem(
             "triton_driver",
             f"{why}; forward compatibility on R{have} needs {compat_minimum} or later",
+            ("triton_release", "driver_version"),
         )
-    elif stack.gpu_product and not matrix.gpu_product(stack.gpu_product)["datacenter"]:
-        yield Problem("triton_driver", f"{why}; forward compatibility needs a data center GPU, not {stack.gpu_product}")
+    elif stack.gpu_product in matrix.data["gpu_products"] and not matrix.gpu_product(stack.gpu_product)["datacenter"]:
+        yield Problem(
+            "triton_driver",
+            f"{why}; forward compatibility needs a data center GPU, not {stack.gpu_product}",
+            ("triton_release", "driver_version"),
+        )
 
 
 def product_driver(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
@@ -79,13 +92,14 @@ def product_driver(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
     try:
         product = matrix.gpu_product(stack.gpu_product)
     except KeyError as exc:
-        yield Problem("gpu_product", str(exc.args[0]))
+        yield Problem("gpu_product", str(exc.args[0]), ("gpu_product",))
         return
     needed = product.get("min_driver_branch")
     if needed and driver_branch(stack.driver_version) < needed:
         yield Problem(
             "product_driver",
             f"{stack.gpu_product} needs driver R{needed} or later, the pin is {stack.driver_version}",
+            ("gpu_product", "driver_version"),
         )
 
 
@@ -102,6 +116,7 @@ def kernel_module(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
             "kernel_module",
             f"{stack.gpu_product} ({architecture}) cannot run the {stack.kernel_module} kernel module; "
             f"use {' or '.join(allowed)}",
+            ("kernel_module", "gpu_product"),
         )
 
 
@@ -115,12 +130,14 @@ def toolkit_version(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
         yield Problem(
             "toolkit_version",
             f"nvidia-container-toolkit {stack.container_toolkit} is below the security floor {toolkit['min_version']}",
+            ("container_toolkit",),
         )
     if stack.cgroup_v2 and have < version_tuple(toolkit["min_version_cgroup_v2"]):
         yield Problem(
             "toolkit_cgroup_v2",
             f"nvidia-container-toolkit {stack.container_toolkit} on cgroup v2 loses GPU access after a "
             f"systemd daemon-reload; use {toolkit['min_version_cgroup_v2']} or later",
+            ("container_toolkit", "cgroup_v2"),
         )
 
 
@@ -132,17 +149,26 @@ def kubernetes_version(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
         yield Problem(
             "kubernetes_version",
             f"Kubernetes {stack.kubernetes_version} is outside the add-ons' supported minors {', '.join(supported)}",
+            ("kubernetes_version",),
         )
 
 
 def mig_strategy(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
     if stack.mig_strategy not in ("none", "single", "mixed"):
-        yield Problem("mig_strategy", f"unknown MIG strategy {stack.mig_strategy!r}; use none, single or mixed")
+        yield Problem(
+            "mig_strategy",
+            f"unknown MIG strategy {stack.mig_strategy!r}; use none, single or mixed",
+            ("mig_strategy", "gpu_product"),
+        )
         return
     if stack.mig_strategy == "none" or stack.gpu_product is None:
         return
     if stack.gpu_product in matrix.data["gpu_products"] and not matrix.gpu_product(stack.gpu_product)["mig"]:
-        yield Problem("mig_strategy", f"MIG {stack.mig_strategy} needs a MIG-capable GPU; {stack.gpu_product} is not")
+        yield Problem(
+            "mig_strategy",
+            f"MIG {stack.mig_strategy} needs a MIG-capable GPU; {stack.gpu_product} is not",
+            ("mig_strategy", "gpu_product"),
+        )
 
 
 def operating_system(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
@@ -152,12 +178,15 @@ def operating_system(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
     entry = systems.get(stack.os_family)
     if entry is None:
         yield Problem(
-            "operating_system", f"OS family {stack.os_family!r} is not supported (supported: {', '.join(systems)})"
+            "operating_system",
+            f"OS family {stack.os_family!r} is not supported (supported: {', '.join(systems)})",
+            ("os_family", "os_version"),
         )
     elif stack.os_version is not None and stack.os_version not in entry["versions"]:
         yield Problem(
             "operating_system",
             f"{stack.os_family} {stack.os_version} is not supported (supported: {', '.join(entry['versions'])})",
+            ("os_family", "os_version"),
         )
 
 

@@ -45,8 +45,12 @@ def platform_matrix(path: str = "") -> dict[str, Any]:
     return copy.deepcopy(dict(_load(path).data))
 
 
-def platform_matrix_problems(choices: dict[str, Any], path: str = "") -> list[str]:
-    """Problems with an environment's choices; keys not given take the matrix pins."""
+def platform_matrix_problems(choices: dict[str, Any], names: dict[str, str] | None = None, path: str = "") -> list[str]:
+    """Problems with an environment's choices; keys not given take the matrix pins.
+
+    `names` maps Stack fields to the Ansible variables that hold them, so that each message
+    starts with the variables to fix: "gpu_fleet_triton_release, nvidia_driver_version: ...".
+    """
     unknown = sorted(set(choices) - _STACK_FIELDS)
     if unknown:
         raise AnsibleFilterError(
@@ -54,7 +58,12 @@ def platform_matrix_problems(choices: dict[str, Any], path: str = "") -> list[st
         )
     matrix = _load(path)
     given = {key: (value if value != "" else None) for key, value in choices.items()}
-    return [str(problem) for problem in check(matrix, pinned_stack(matrix, **given))]
+    names = names or {}
+    messages = []
+    for problem in check(matrix, pinned_stack(matrix, **given)):
+        variables = [names[field] for field in problem.fields if field in names]
+        messages.append(f"{', '.join(variables)}: {problem}" if variables else str(problem))
+    return messages
 
 
 class FilterModule:

@@ -16,10 +16,15 @@ def unknown_role_variables(names: Iterable[str], known: Iterable[str], prefixes:
     prefix_tuple = tuple(prefixes)
     messages = []
     for name in sorted(set(names)):
-        if not name.startswith(prefix_tuple) or name in known_set or name.startswith("_"):
+        prefix = next((p for p in prefix_tuple if name.startswith(p)), None)
+        if prefix is None or name in known_set:
             continue
-        hint = difflib.get_close_matches(name, known_set, n=1, cutoff=0.75)
-        suggestion = f" (did you mean {hint[0]}?)" if hint else ""
+        # Compare what follows the shared prefix, so that the prefix alone never looks like a match.
+        siblings = {
+            known_name.removeprefix(prefix): known_name for known_name in known_set if known_name.startswith(prefix)
+        }
+        hint = difflib.get_close_matches(name.removeprefix(prefix), siblings, n=1, cutoff=0.7)
+        suggestion = f" (did you mean {siblings[hint[0]]}?)" if hint else ""
         messages.append(f"{name}: no role declares this variable{suggestion}")
     return messages
 

@@ -1,0 +1,137 @@
+"""The lab suite's fixtures: one fresh qemu node per session, converged by site.yml.
+
+The node lives in its own state directory and inventory (not the developer's `make lab`
+node); the VM image comes from the shared cache, so only the first run on a machine builds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from lab_fleet.lab import Lab
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+@dataclass
+class LabNode:
+    """A lab VM under test: run commands on it over SSH, run playbooks against it."""
+
+    lab: Lab
+    name: str
+    inventory: Path
+    fact_cache: Path
+    runs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+
+    def run(self, cmd: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            self.lab.ssh_command(self.name, [cmd]), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"{self.name}: `{cmd}` exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def put(self, local: Path, remote: str) -> None:
+        ssh = " ".join(self.lab.ssh_command(self.name, [])[:-1])  # everything but the destination
+        subprocess.run(
+            [
+                "rsync",
+                "-a",
+                "--delete",
+                "-e",
+                ssh,
+                f"{local}{'/' if local.is_dir() else ''}",
+                f"root@127.0.0.1:{remote}",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.fact_cache),
+            "ANSIBLE_NOCOLOR": "1",
+            **extra,
+        }
+
+    def playbook(
+        self, playbook: str = "playbooks/site.yml", *args: str, json_output: bool = True, timeout: float = 1800
+    ) -> subprocess.CompletedProcess[str]:
+        extra = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {}
+        return subprocess.run(
+            ["ansible-playbook", "-i", str(self.inventory.parent), playbook, *args],
+            cwd=REPO,
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def packages(self) -> dict[str, tuple[str, str]]:
+        """{package: (version, selection)} for every installed package."""
+        out = self.run("dpkg-query -W -f='${Package} ${Version} ${db:Status-Want}\\n'").stdout
+        rows = (line.split() for line in out.splitlines() if line.strip())
+        return {row[0]: (row[1], row[2]) for row in rows if len(row) == 3}
+
+
+def stats(result: subprocess.CompletedProcess[str]) -> dict[str, int]:
+    """The play recap of a json-callback run, for the one lab host."""
+    report = json.loads(result.stdout)
+    (host_stats,) = report["stats"].values()
+    return host_stats
+
+
+def changed_tasks(result: subprocess.CompletedProcess[str]) -> list[str]:
+    report = json.loads(result.stdout)
+    return [
+        task["task"]["name"]
+        for play in report["plays"]
+        for task in play["tasks"]
+        for host in task["hosts"].values()
+        if host.get("changed")
+    ]
+
+
+@pytest.fixture(scope="session")
+def lab_vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabNode]:
+    """A fresh, unprovisioned lab node."""
+    root = tmp_path_factory.mktemp("lab")
+    inventory_dir = root / "inventory"
+    shutil.copytree(REPO / "inventories/lab/group_vars", inventory_dir / "group_vars")
+    lab = Lab(
+        state_dir=root / "state", cache_dir=Lab.from_environment().cache_dir, inventory=inventory_dir / "hosts.yml"
+    )
+    lab.up(count=1, memory_mb=1536, cpus=2, timeout=600)
+    node = LabNode(lab=lab, name="lab-node-1", inventory=lab.inventory, fact_cache=root / "facts")
+    try:
+        yield node
+    finally:
+        lab.destroy(drop_image=False)
+
+
+@pytest.fixture(scope="session")
+def lab_node(lab_vm: LabNode) -> LabNode:
+    """The lab node after a --check --diff run on the fresh node and a converging site.yml run.
+
+    Both runs are kept in `lab_node.runs` ("check", "converge") for the tests that judge them.
+    """
+    if "converge" not in lab_vm.runs:
+        lab_vm.runs["check"] = lab_vm.playbook("playbooks/site.yml", "--check", "--diff")
+        lab_vm.runs["converge"] = lab_vm.playbook("playbooks/site.yml")
+        converge = lab_vm.runs["converge"]
+        assert converge.returncode == 0, f"site.yml failed on the fresh node:\n{converge.stdout[-5000:]}"
+    return lab_vm

@@ -1,0 +1,36 @@
+"""playbooks/upgrade_driver.yml on the lab: move to another driver build and back to the matrix pin."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from platform_matrix import load
+from tests.lab.conftest import LabNode, stats
+
+pytestmark = pytest.mark.lab
+
+SOURCE = load().driver_source("debian-nonfree")
+
+
+def test_rolling_upgrade_to_another_build_and_back(lab_node: LabNode) -> None:
+    pinned = SOURCE["package_version"]
+    first = SOURCE["userspace_packages"][0]
+    offered = lab_node.run(f"apt-get update -qq && apt-cache madison {first} | awk '{{print $3}}'").stdout.split()
+    target = next(v for v in offered if v != pinned)  # madison lists the newest first
+    extra = {"nvidia_driver_version": target.split("-")[0], "nvidia_driver_package_version": target}
+
+    upgrade = lab_node.playbook("playbooks/upgrade_driver.yml", "-e", json.dumps(extra), json_output=False)
+    assert upgrade.returncode == 0, upgrade.stdout[-5000:]
+    assert "is not cordoned or drained" in upgrade.stdout, "the skipped Kubernetes steps were not reported"
+    installed = lab_node.packages()
+    for package in SOURCE["userspace_packages"]:
+        assert installed[package] == (target, "hold"), f"{package}: {installed[package]}"
+    assert f"Pin: version {target}" in lab_node.run("cat /etc/apt/preferences.d/nvidia-driver.pref").stdout
+
+    back = lab_node.playbook("playbooks/site.yml")
+    assert back.returncode == 0 and stats(back)["failures"] == 0, back.stdout[-5000:]
+    installed = lab_node.packages()
+    for package in SOURCE["userspace_packages"]:
+        assert installed[package] == (pinned, "hold"), f"{package} after returning to the pin: {installed[package]}"
