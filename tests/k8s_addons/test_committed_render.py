@@ -1,0 +1,26 @@
+"""deploy/addons/<env> is what the playbook renders now (make render-addons), and apply mode parses."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.k8s_addons.addon_render import ENVIRONMENTS, REPO_ROOT, run_playbook
+
+DEPLOY = REPO_ROOT / "deploy" / "addons"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_committed_manifests_equal_a_fresh_render(rendered_dirs, env):
+    committed = {p.name: p.read_text(encoding="utf-8") for p in sorted((DEPLOY / env).glob("*.yaml"))}
+    fresh = {p.name: p.read_text(encoding="utf-8") for p in sorted(rendered_dirs[env].glob("*.yaml"))}
+    fix = f"make render-addons INVENTORY=inventories/{env}"
+    assert sorted(committed) == sorted(fresh), f"deploy/addons/{env} has other files than a render: {fix}"
+    for name, text in fresh.items():
+        assert committed[name] == text, f"deploy/addons/{env}/{name} is stale: {fix}"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_apply_mode_passes_syntax_check(env):
+    # There is no cluster here: apply mode is only parsed, never run.
+    result = run_playbook(env, {"k8s_addons_mode": "apply"}, "--syntax-check")
+    assert result.returncode == 0, result.stdout + result.stderr
