@@ -55,7 +55,7 @@ lint: venv
 	$(BIN)/yamllint --strict .
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --profile production
 	@for p in $(PLAYBOOKS); do \
-	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-playbook -i inventories/example --syntax-check $$p >/dev/null \
+	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-playbook -i inventories/prod --syntax-check $$p >/dev/null \
 	    || { echo "syntax-check failed: $$p"; exit 1; }; echo "syntax ok: $$p"; done
 
 test-offline: venv .venv-checkov/.stamp
