@@ -41,6 +41,12 @@ CASES = [
         id="mig-mixed-on-l4",
     ),
     pytest.param(
+        "prod",
+        {"gpu_fleet_gpu_product": "NVIDIA-X1"},
+        ['gpu_fleet_gpu_product of gpu-p01.prod.example.com: "NVIDIA-X1" is not in gpu_products'],
+        id="product-unknown-to-the-matrix",
+    ),
+    pytest.param(
         "lab",
         {"k8s_addons_device_plugin_sharing": "mig-single"},
         ["k8s_addons_device_plugin_sharing: mig-single needs GPU nodes with a MIG-capable product"],

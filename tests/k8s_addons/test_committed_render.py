@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+
 import pytest
 
 from tests.k8s_addons.addon_render import ENVIRONMENTS, REPO_ROOT, run_playbook
@@ -24,3 +27,11 @@ def test_apply_mode_passes_syntax_check(env):
     # There is no cluster here: apply mode is only parsed, never run.
     result = run_playbook(env, {"k8s_addons_mode": "apply"}, "--syntax-check")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_second_render_changes_nothing(rendered_dirs, tmp_path):
+    target = tmp_path / "prod"
+    shutil.copytree(rendered_dirs["prod"], target)
+    result = run_playbook("prod", {"k8s_addons_mode": "render", "k8s_addons_render_dir": str(target)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s", result.stdout), result.stdout
