@@ -1,0 +1,33 @@
+"""`pulumi up -s <env>`: the stack config is read and checked once, then the components are wired.
+
+delivery `pulumi`: Pulumi installs every component and Argo CD syncs only the add-ons.
+delivery `argocd`: Pulumi installs Argo CD, the Grafana admin Secret and the app-of-apps;
+Argo CD syncs everything else from the rendered deploy/serving/<env>/ in git.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root holds platform_matrix
+
+from gpu_serving import gitops
+from gpu_serving.components import ArgoCD, GrafanaAdmin, Istio, Monitoring, Triton
+from gpu_serving.config import from_pulumi
+
+import pulumi
+
+cfg, secrets = from_pulumi()
+
+if cfg.delivery == "pulumi":
+    istio = Istio("istio", cfg)
+    monitoring = Monitoring("monitoring", cfg, secrets.grafana_admin_password)
+    # Sidecar injection needs istiod, the ServiceMonitor needs the operator CRDs of the chart.
+    triton = Triton("triton", cfg, pulumi.ResourceOptions(depends_on=[istio.istiod, monitoring.stack]))
+    istio.route(cfg, triton)
+    ArgoCD("argocd", cfg, [gitops.addons_application(cfg)])
+else:
+    GrafanaAdmin("grafana-admin", cfg, secrets.grafana_admin_password)
+    ArgoCD("argocd", cfg, [gitops.root_application(cfg)])
+
+pulumi.export("tritonService", f"{cfg.triton.namespace}/triton")
+pulumi.export("tritonImage", cfg.triton.image)

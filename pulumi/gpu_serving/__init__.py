@@ -1,0 +1,1 @@
+"""The serving stack: typed stack config, Kubernetes object builders, Pulumi components, renderer."""

@@ -1,0 +1,130 @@
+"""The Helm charts of the stack and their values, built once for Pulumi's Chart and Argo CD.
+
+A release is a chart pin from the platform matrix, a namespace and values. Pulumi installs it
+with kubernetes.helm.v4.Chart; the renderer writes an Argo CD Application with the same repo,
+version and values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_serving.config import ChartPin, Resources, StackConfig
+from gpu_serving.manifests import GRAFANA_ADMIN_SECRET, ISTIO_NAMESPACE, QUEUE_METRIC
+
+PROMETHEUS_NAME = "kps"  # fullnameOverride: the Prometheus service is kps-prometheus
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    pin: ChartPin
+    namespace: str
+    values: dict[str, Any]
+    wave: int
+
+
+def _resources(resources: Resources) -> dict[str, dict[str, str]]:
+    return {"requests": dict(resources.requests), "limits": dict(resources.limits)}
+
+
+def kube_prometheus_stack(cfg: StackConfig) -> Release:
+    monitoring = cfg.monitoring
+    return Release(
+        name="kube-prometheus-stack",
+        pin=cfg.chart("kube-prometheus-stack"),
+        namespace=monitoring.namespace,
+        wave=-2,
+        values={
+            "fullnameOverride": PROMETHEUS_NAME,
+            "prometheus": {
+                "prometheusSpec": {
+                    "retention": monitoring.retention,
+                    "resources": _resources(monitoring.prometheus_resources),
+                    # Select every ServiceMonitor, not only those labelled with this release.
+                    "serviceMonitorSelectorNilUsesHelmValues": False,
+                    "serviceMonitorSelector": {},
+                    "serviceMonitorNamespaceSelector": {},
+                    "podMonitorSelectorNilUsesHelmValues": False,
+                    "ruleSelectorNilUsesHelmValues": False,
+                }
+            },
+            "grafana": {
+                "admin": {
+                    "existingSecret": GRAFANA_ADMIN_SECRET,
+                    "userKey": "admin-user",
+                    "passwordKey": "admin-password",
+                },
+                "resources": _resources(monitoring.grafana_resources),
+                "sidecar": {
+                    "dashboards": {
+                        "enabled": True,
+                        "label": "grafana_dashboard",
+                        "labelValue": "1",
+                        "searchNamespace": "ALL",
+                    }
+                },
+            },
+        },
+    )
+
+
+def prometheus_adapter(cfg: StackConfig) -> Release:
+    """Serves Triton's average queue time per request to the HPA as a pods metric."""
+    matchers = "<<.LabelMatchers>>"
+    query = (
+        f"sum(rate(nv_inference_queue_duration_us{{{matchers}}}[1m])) by (<<.GroupBy>>) / "
+        f"clamp_min(sum(rate(nv_inference_request_success{{{matchers}}}[1m])) by (<<.GroupBy>>), 1)"
+    )
+    return Release(
+        name="prometheus-adapter",
+        pin=cfg.chart("prometheus-adapter"),
+        namespace=cfg.monitoring.namespace,
+        wave=-1,
+        values={
+            "prometheus": {"url": f"http://{PROMETHEUS_NAME}-prometheus.{cfg.monitoring.namespace}.svc", "port": 9090},
+            "rules": {
+                "default": False,
+                "custom": [
+                    {
+                        "seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
+                        "resources": {
+                            "overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+                        },
+                        "name": {"matches": "^nv_inference_queue_duration_us$", "as": QUEUE_METRIC},
+                        "metricsQuery": query,
+                    }
+                ],
+            },
+        },
+    )
+
+
+def istio_base(cfg: StackConfig) -> Release:
+    return Release("istio-base", cfg.chart("istio-base"), ISTIO_NAMESPACE, {"defaultRevision": "default"}, wave=-3)
+
+
+def istiod(cfg: StackConfig) -> Release:
+    return Release(
+        "istiod",
+        cfg.chart("istiod"),
+        ISTIO_NAMESPACE,
+        {"meshConfig": {"accessLogFile": "/dev/stdout"}, "pilot": {"autoscaleEnabled": True}},
+        wave=-2,
+    )
+
+
+def argo_cd(cfg: StackConfig) -> Release:
+    return Release(
+        "argo-cd",
+        cfg.chart("argo-cd"),
+        "argocd",
+        {"dex": {"enabled": False}, "configs": {"cm": {"application.resourceTrackingMethod": "annotation"}}},
+        wave=-4,
+    )
+
+
+def synced_releases(cfg: StackConfig) -> list[Release]:
+    """The charts Argo CD installs from deploy/serving/<env>/apps (Argo CD itself comes from Pulumi)."""
+    return [istio_base(cfg), istiod(cfg), kube_prometheus_stack(cfg), prometheus_adapter(cfg)]

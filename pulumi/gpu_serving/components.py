@@ -1,0 +1,120 @@
+"""Pulumi components: each registers the dicts of gpu_serving.manifests / charts / gitops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi_kubernetes as k8s
+
+import pulumi
+from gpu_serving import charts, manifests
+from gpu_serving.config import StackConfig
+from gpu_serving.manifests import Obj
+
+TYPE = "gpu-serving:serving"
+
+
+def _chart(
+    release: charts.Release, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
+) -> k8s.helm.v4.Chart:
+    pin = release.pin
+    return k8s.helm.v4.Chart(
+        release.name,
+        name=release.name,
+        chart=pin.chart,
+        version=pin.version,
+        namespace=release.namespace,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=pin.repository),
+        values=release.values,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+    )
+
+
+def _objects(
+    name: str, objs: list[Obj], parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
+) -> k8s.yaml.v2.ConfigGroup:
+    return k8s.yaml.v2.ConfigGroup(
+        name, objs=objs, opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on))
+    )
+
+
+class Triton(pulumi.ComponentResource):
+    """Triton's namespace, Deployments, Service, PDB, HPA and ServiceMonitor."""
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE}:Triton", name, None, opts)
+        self.objects = _objects(f"{name}-objects", manifests.triton_objects(cfg), self)
+        self.register_outputs({"namespace": cfg.triton.namespace})
+
+
+class GrafanaAdmin(pulumi.ComponentResource):
+    """The monitoring namespace and the Secret that Grafana's admin.existingSecret names,
+    holding the stack's secret `grafanaAdminPassword`."""
+
+    def __init__(
+        self, name: str, cfg: StackConfig, password: pulumi.Output[str], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(f"{TYPE}:GrafanaAdmin", name, None, opts)
+        ns = cfg.monitoring.namespace
+        self.namespace = k8s.core.v1.Namespace(ns, metadata={"name": ns}, opts=pulumi.ResourceOptions(parent=self))
+        self.secret = k8s.core.v1.Secret(
+            manifests.GRAFANA_ADMIN_SECRET,
+            metadata={"name": manifests.GRAFANA_ADMIN_SECRET, "namespace": ns},
+            type="Opaque",
+            string_data={"admin-user": "admin", "admin-password": pulumi.Output.secret(password)},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]),
+        )
+        self.register_outputs({})
+
+
+class Monitoring(pulumi.ComponentResource):
+    """kube-prometheus-stack with Grafana and its dashboard sidecar, prometheus-adapter for
+    the HPA's queue-time metric, and the Triton dashboard."""
+
+    def __init__(
+        self, name: str, cfg: StackConfig, password: pulumi.Output[str], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(f"{TYPE}:Monitoring", name, None, opts)
+        self.admin = GrafanaAdmin(f"{name}-grafana-admin", cfg, password, pulumi.ResourceOptions(parent=self))
+        self.stack = _chart(charts.kube_prometheus_stack(cfg), self, [self.admin])
+        self.adapter = _chart(charts.prometheus_adapter(cfg), self, [self.stack])
+        self.dashboards = _objects(f"{name}-dashboards", manifests.monitoring_objects(cfg), self, [self.admin])
+        self.register_outputs({})
+
+
+class Istio(pulumi.ComponentResource):
+    """istio-base and istiod, mesh-wide STRICT mTLS, and (route()) Triton's canary routing."""
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE}:Istio", name, None, opts)
+        self.name = name
+        self.base = _chart(charts.istio_base(cfg), self)
+        self.istiod = _chart(charts.istiod(cfg), self, [self.base])
+        self.mesh = _objects(f"{name}-mesh", manifests.mesh_objects(), self, [self.istiod])
+        self.register_outputs({})
+
+    def route(self, cfg: StackConfig, triton: Triton) -> k8s.yaml.v2.ConfigGroup:
+        """Triton's DestinationRule and weighted VirtualService, once its namespace exists."""
+        return _objects(f"{self.name}-triton-routing", manifests.triton_routing_objects(cfg), self, [triton])
+
+
+class ArgoCD(pulumi.ComponentResource):
+    """The Argo CD chart and the Applications that Argo CD then syncs from git."""
+
+    def __init__(
+        self, name: str, cfg: StackConfig, applications: list[Obj], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(f"{TYPE}:ArgoCD", name, None, opts)
+        self.chart = _chart(charts.argo_cd(cfg), self)
+        self.applications = [
+            k8s.apiextensions.CustomResource(
+                app["metadata"]["name"],
+                api_version=app["apiVersion"],
+                kind=app["kind"],
+                metadata=app["metadata"],
+                spec=app["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.chart]),
+            )
+            for app in applications
+        ]
+        self.register_outputs({"applications": [app["metadata"]["name"] for app in applications]})

@@ -1,0 +1,349 @@
+"""The stack config, read once into frozen dataclasses and validated before any resource exists.
+
+Two readers feed the same parser: `from_pulumi()` (the engine's config, under `pulumi up` and
+in the mock tests) and `from_stack_file()` (the Pulumi.<env>.yaml file itself, for `make
+render`). Every error names the stack file and the `gpu-serving:` key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import platform_matrix
+import pulumi
+from gpu_serving.fleet import Fleet, FleetError, load_fleet
+from gpu_serving.quantity import parse_quantity
+
+PROJECT = "gpu-serving"
+PULUMI_DIR = Path(__file__).resolve().parents[1]
+SECRET_KEYS = ("grafanaAdminPassword",)
+KEYS = ("fleetInventory", "delivery", "gitRepoURL", "gitRevision", "triton", "monitoring")
+DELIVERIES = ("pulumi", "argocd")
+MODEL_CONTROL_MODES = ("explicit", "none")
+_REPOSITORY = re.compile(r"^(s3|gs|as)://\S+$")
+_RETENTION = re.compile(r"^\d+(ms|s|m|h|d|w|y)$")
+_GIT_URL = re.compile(r"^(https://|ssh://|git@)\S+$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+GPU_TAINT = "nvidia.com/gpu"
+
+
+class ConfigError(ValueError):
+    """Bad stack config; the message starts with the stack file and the full config key."""
+
+    def __init__(self, source: str, key: str, reason: str) -> None:
+        self.source = source
+        self.key = f"{PROJECT}:{key}"
+        super().__init__(f"{source}: {self.key}: {reason}")
+
+
+@dataclass(frozen=True)
+class Resources:
+    requests: Mapping[str, str]
+    limits: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Canary:
+    weight: int
+    replicas: int
+    release: str
+    image: str
+    model_repository: str
+
+
+@dataclass(frozen=True)
+class Triton:
+    namespace: str
+    gpus: int
+    release: str
+    image: str
+    min_replicas: int
+    max_replicas: int
+    resources: Resources
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Mapping[str, str], ...]
+    model_repository: str
+    model_control_mode: str
+    startup_budget_seconds: int
+    queue_time_target_us: int
+    service_account_annotations: Mapping[str, str]
+    canary: Canary
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    namespace: str
+    retention: str
+    prometheus_resources: Resources
+    grafana_resources: Resources
+
+
+@dataclass(frozen=True)
+class ChartPin:
+    name: str
+    chart: str
+    repository: str
+    version: str
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    env: str
+    source: str
+    delivery: str
+    git_repo_url: str
+    git_revision: str
+    kubernetes_version: str
+    inventory: str
+    fleet: Fleet
+    triton: Triton
+    monitoring: Monitoring
+    charts: Mapping[str, ChartPin]
+
+    def chart(self, name: str) -> ChartPin:
+        return self.charts[name]
+
+
+class _Reader:
+    """Typed access to one level of the raw config, tracking the dotted key for messages."""
+
+    def __init__(self, source: str, key: str, data: Any) -> None:
+        self.source = source
+        self.key = key
+        if not isinstance(data, Mapping):
+            self.fail(f"must be a mapping, got {data!r}")
+        self.data: Mapping[str, Any] = data
+
+    def fail(self, reason: str, field: str | None = None) -> None:
+        key = f"{self.key}.{field}" if field and self.key else field or self.key
+        raise ConfigError(self.source, key, reason)
+
+    def _get(self, field: str, default: Any) -> Any:
+        if field in self.data:
+            return self.data[field]
+        if default is _REQUIRED:
+            self.fail("is required", field)
+        return default
+
+    def child(self, field: str, default: Any = None) -> _Reader:
+        value = self._get(field, _REQUIRED if default is None else default)
+        return _Reader(self.source, f"{self.key}.{field}" if self.key else field, value)
+
+    def integer(self, field: str, minimum: int, maximum: int | None = None, default: Any = None) -> int:
+        value = self._get(field, _REQUIRED if default is None else default)
+        bounds = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            self.fail(f"must be an integer {bounds}, got {value!r}", field)
+        if maximum is not None and value > maximum:
+            self.fail(f"must be an integer {bounds}, got {value!r}", field)
+        return value
+
+    def string(self, field: str, pattern: re.Pattern[str] | None = None, default: Any = None) -> str:
+        value = self._get(field, _REQUIRED if default is None else default)
+        if not isinstance(value, str) or not value:
+            self.fail(f"must be a non-empty string, got {value!r}", field)
+        if pattern is not None and not pattern.match(value):
+            self.fail(f"{value!r} does not match {pattern.pattern}", field)
+        return value
+
+    def choice(self, field: str, choices: tuple[str, ...], default: Any = None) -> str:
+        value = self._get(field, _REQUIRED if default is None else default)
+        if value not in choices:
+            self.fail(f"must be one of {', '.join(choices)}, got {value!r}", field)
+        return value
+
+    def labels(self, field: str) -> dict[str, str]:
+        value = self._get(field, {})
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            self.fail(f'must be a mapping of strings to strings (quote "true"), got {value!r}', field)
+        return dict(value)
+
+    def tolerations(self, field: str) -> tuple[dict[str, str], ...]:
+        value = self._get(field, [])
+        allowed = {"key", "operator", "value", "effect", "tolerationSeconds"}
+        if not isinstance(value, list):
+            self.fail(f"must be a list of tolerations, got {value!r}", field)
+        for index, item in enumerate(value):
+            if not isinstance(item, Mapping) or not set(item) <= allowed or "key" not in item:
+                self.fail(
+                    f"must be a toleration with a key (fields: {', '.join(sorted(allowed))})", f"{field}[{index}]"
+                )
+        return tuple(dict(item) for item in value)
+
+    def resources(self, field: str) -> Resources:
+        node = self.child(field)
+        requests, limits = node.child("requests"), node.child("limits")
+        for name in ("cpu", "memory"):
+            request, limit = requests.string(name), limits.string(name)
+            try:
+                too_much = parse_quantity(request) > parse_quantity(limit)
+            except ValueError as exc:
+                node.fail(str(exc), name)
+            if too_much:
+                node.fail(f"the {name} request {request} is above the limit {limit}", f"requests.{name}")
+        return Resources(requests=dict(requests.data), limits=dict(limits.data))
+
+
+_REQUIRED = object()
+
+
+def _compatible(matrix: platform_matrix.Matrix, fleet: Fleet, reader: _Reader, field: str, release: str) -> str:
+    """The release's image, once the matrix rules accept it on this fleet's driver and GPUs."""
+    if release not in matrix.data["triton"]["releases"]:
+        known = ", ".join(sorted(matrix.data["triton"]["releases"]))
+        reader.fail(f"Triton {release!r} is not in the platform matrix (known: {known})", field)
+    stack = platform_matrix.pinned_stack(
+        matrix,
+        triton_release=release,
+        gpu_product=fleet.gpu_product or None,
+        cuda_forward_compat=fleet.cuda_forward_compat,
+    )
+    problems = platform_matrix.check(matrix, stack)
+    if problems:
+        reader.fail(
+            f"Triton {release} cannot run on this fleet ({fleet.path}): " + "; ".join(map(str, problems)), field
+        )
+    return matrix.triton_image(release)
+
+
+def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Triton:
+    gpus = reader.integer("gpus", 0)
+    if gpus > fleet.gpu_count:
+        reader.fail(
+            f"{gpus} GPUs per pod, but the nodes have {fleet.gpu_count} (gpu_fleet_gpu_count in {fleet.path})", "gpus"
+        )
+    replicas = reader.child("replicas")
+    minimum = replicas.integer("min", 1)
+    maximum = replicas.integer("max", minimum)
+    node_selector = reader.labels("nodeSelector")
+    tolerations = reader.tolerations("tolerations")
+    if gpus and not node_selector:
+        reader.fail("GPU pods need a node selector for the GPU nodes", "nodeSelector")
+    if gpus and not any(t["key"] == GPU_TAINT for t in tolerations):
+        reader.fail(f"GPU pods need a toleration for the {GPU_TAINT} taint of the GPU nodes", "tolerations")
+    release = reader.string("release", default=fleet.triton_release)
+    model_repository = reader.string("modelRepository", _REPOSITORY)
+    canary = reader.child("canary")
+    canary_release = canary.string("release", default=release)
+    return Triton(
+        namespace=reader.string("namespace", _NAME, default="triton"),
+        gpus=gpus,
+        release=release,
+        image=_compatible(matrix, fleet, reader, "release", release),
+        min_replicas=minimum,
+        max_replicas=maximum,
+        resources=reader.resources("resources"),
+        node_selector=node_selector,
+        tolerations=tolerations,
+        model_repository=model_repository,
+        model_control_mode=reader.choice("modelControlMode", MODEL_CONTROL_MODES),
+        startup_budget_seconds=reader.integer("startupBudgetSeconds", 30, 3600),
+        queue_time_target_us=reader.integer("queueTimeTargetMicroseconds", 1),
+        service_account_annotations=reader.labels("serviceAccountAnnotations"),
+        canary=Canary(
+            weight=canary.integer("weight", 0, 100),
+            replicas=canary.integer("replicas", 1, default=1),
+            release=canary_release,
+            image=_compatible(matrix, fleet, canary, "release", canary_release),
+            model_repository=canary.string("modelRepository", _REPOSITORY, default=model_repository),
+        ),
+    )
+
+
+def _monitoring(reader: _Reader) -> Monitoring:
+    return Monitoring(
+        namespace=reader.string("namespace", _NAME, default="monitoring"),
+        retention=reader.string("retention", _RETENTION),
+        prometheus_resources=reader.resources("prometheusResources"),
+        grafana_resources=reader.resources("grafanaResources"),
+    )
+
+
+def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix.Matrix | None = None) -> StackConfig:
+    """Validate the raw config (keys without the project prefix) of stack `env`."""
+    matrix = matrix or platform_matrix.load()
+    top = _Reader(source, "", raw)
+    inventory = top.string("fleetInventory")
+    try:
+        fleet = load_fleet((PULUMI_DIR / inventory).resolve())
+    except FleetError as exc:
+        top.fail(str(exc), "fleetInventory")
+    charts = {
+        name: ChartPin(name, entry.get("chart", name), entry["repository"], entry["version"])
+        for name, entry in matrix.data["charts"].items()
+    }
+    return StackConfig(
+        env=env,
+        source=source,
+        delivery=top.choice("delivery", DELIVERIES),
+        git_repo_url=top.string("gitRepoURL", _GIT_URL),
+        git_revision=top.string("gitRevision"),
+        kubernetes_version=matrix.kubernetes_version,
+        inventory=Path(inventory).name,
+        fleet=fleet,
+        triton=_triton(top.child("triton"), fleet, matrix),
+        monitoring=_monitoring(top.child("monitoring")),
+        charts=charts,
+    )
+
+
+def stack_file(env: str) -> Path:
+    return PULUMI_DIR / f"Pulumi.{env}.yaml"
+
+
+def from_stack_file(env: str, path: Path | None = None) -> StackConfig:
+    """The config of `pulumi/Pulumi.<env>.yaml` without the engine (render mode: no secrets read)."""
+    path = path or stack_file(env)
+    source = path.name
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(source, "", f"cannot read the stack file: {exc.strerror}") from exc
+    entries = document.get("config") if isinstance(document, Mapping) else None
+    if not isinstance(entries, Mapping):
+        raise ConfigError(source, "", "the stack file has no `config:` mapping")
+    raw = {key.split(":", 1)[1]: value for key, value in entries.items() if key.startswith(f"{PROJECT}:")}
+    for key in SECRET_KEYS:
+        if key in raw and not (isinstance(raw[key], Mapping) and "secure" in raw[key]):
+            raise ConfigError(source, key, f"is a plaintext value; set it with `pulumi config set --secret {key}`")
+    return parse(raw, env, source)
+
+
+OBJECT_KEYS = ("triton", "monitoring")
+
+
+@dataclass(frozen=True)
+class Secrets:
+    grafana_admin_password: pulumi.Output[str]
+
+
+def from_pulumi() -> tuple[StackConfig, Secrets]:
+    """The engine's config of the selected stack, and its secrets (which must be Pulumi secrets)."""
+    env = pulumi.get_stack()
+    source = f"Pulumi.{env}.yaml"
+    config = pulumi.Config(PROJECT)
+    raw: dict[str, Any] = {}
+    for key in KEYS:
+        try:
+            value = config.get_object(key) if key in OBJECT_KEYS else config.get(key)
+        except pulumi.ConfigTypeError as exc:
+            raise ConfigError(source, key, f"must be a YAML mapping: {exc}") from exc
+        if value is not None:
+            raw[key] = value
+    cfg = parse(raw, env, source)
+    secret_keys = set(pulumi.runtime.get_config_secret_keys_env())
+    for key in SECRET_KEYS:
+        full_key = f"{PROJECT}:{key}"
+        if config.get(key) is None:
+            raise ConfigError(source, key, f"is missing: set it with `pulumi config set --secret {key} -s {env}`")
+        if not (pulumi.runtime.is_config_secret(full_key) or full_key in secret_keys):
+            raise ConfigError(source, key, f"is a plaintext value; set it with `pulumi config set --secret {key}`")
+    return cfg, Secrets(grafana_admin_password=config.require_secret("grafanaAdminPassword"))

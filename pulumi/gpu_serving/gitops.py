@@ -1,0 +1,86 @@
+"""Argo CD Applications: one per chart release, the add-ons and serving paths, and the root
+app-of-apps that syncs them all from git."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_serving.charts import Release, synced_releases
+from gpu_serving.config import StackConfig
+from gpu_serving.manifests import ARGOCD_NAMESPACE, WAVE, Obj
+
+SYNC_OPTIONS = ["CreateNamespace=true", "ServerSideApply=true"]
+AUTOMATED = {"prune": True, "selfHeal": True}
+
+
+def serving_path(env: str) -> str:
+    return f"deploy/serving/{env}"
+
+
+def addons_path(inventory: str) -> str:
+    """The add-ons are rendered per inventory (lab, staging, prod), not per stack."""
+    return f"deploy/addons/{inventory}"
+
+
+def _application(name: str, wave: int, source: dict[str, Any], namespace: str, **extra: Any) -> Obj:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {
+            "name": name,
+            "namespace": ARGOCD_NAMESPACE,
+            "labels": {"app.kubernetes.io/part-of": "gpu-serving"},
+            "annotations": {WAVE: str(wave)},
+            "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+        },
+        "spec": {
+            "project": "default",
+            "source": source,
+            "destination": {"server": "https://kubernetes.default.svc", "namespace": namespace},
+            "syncPolicy": {"automated": dict(AUTOMATED), "syncOptions": list(SYNC_OPTIONS)},
+            **extra,
+        },
+    }
+
+
+def _git(cfg: StackConfig, path: str) -> dict[str, Any]:
+    return {"repoURL": cfg.git_repo_url, "targetRevision": cfg.git_revision, "path": path}
+
+
+def chart_application(release: Release) -> Obj:
+    source = {
+        "repoURL": release.pin.repository,
+        "chart": release.pin.chart,
+        "targetRevision": release.pin.version,
+        "helm": {"releaseName": release.name, "valuesObject": release.values},
+    }
+    return _application(release.name, release.wave, source, release.namespace)
+
+
+def addons_application(cfg: StackConfig) -> Obj:
+    return _application("gpu-addons", -1, _git(cfg, addons_path(cfg.inventory)), "kube-system")
+
+
+def serving_application(cfg: StackConfig) -> Obj:
+    # The HPA owns the stable Deployment's replicas: Argo CD must neither diff nor reset them.
+    app = _application(
+        "gpu-serving",
+        0,
+        _git(cfg, f"{serving_path(cfg.env)}/manifests"),
+        cfg.triton.namespace,
+        ignoreDifferences=[
+            {"group": "apps", "kind": "Deployment", "name": "triton", "jsonPointers": ["/spec/replicas"]}
+        ],
+    )
+    app["spec"]["syncPolicy"]["syncOptions"].append("RespectIgnoreDifferences=true")
+    return app
+
+
+def child_applications(cfg: StackConfig) -> list[Obj]:
+    """What deploy/serving/<env>/apps holds: the charts, the add-ons and the serving manifests."""
+    return [*map(chart_application, synced_releases(cfg)), addons_application(cfg), serving_application(cfg)]
+
+
+def root_application(cfg: StackConfig) -> Obj:
+    """The app-of-apps: syncs the Applications in deploy/serving/<env>/apps."""
+    return _application("gpu-serving-root", 0, _git(cfg, f"{serving_path(cfg.env)}/apps"), ARGOCD_NAMESPACE)

@@ -1,0 +1,171 @@
+"""The serving stack's policies as plain functions over a resource's type token and properties.
+
+Each rule yields violation messages. The policy pack (__main__.py) reports them through
+pulumi-policy; the tests, and tests/pulumi against the rendered manifests, call them directly
+with dicts, so they need neither the engine nor pulumi-policy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+Props = Mapping[str, Any]
+Rule = Callable[[str, Props], Iterator[str]]
+
+GPU = "nvidia.com/gpu"
+OURS = ("app.kubernetes.io/part-of", "gpu-serving")
+_EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+# Pod template location per workload kind.
+_POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec",),
+    "Deployment": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+_CHART_TYPES = ("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v3:Release")
+
+
+def type_token(obj: Props) -> str:
+    """The Pulumi type of a Kubernetes object: apps/v1 Deployment -> kubernetes:apps/v1:Deployment."""
+    api_version = obj["apiVersion"]
+    group_version = api_version if "/" in api_version else f"core/{api_version}"
+    return f"kubernetes:{group_version}:{obj['kind']}"
+
+
+def _kind(resource_type: str) -> str:
+    return resource_type.rsplit(":", 1)[-1]
+
+
+def _name(props: Props) -> str:
+    metadata = props.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '?')}".lstrip("/")
+
+
+def _pod_spec(resource_type: str, props: Props) -> Props | None:
+    if not resource_type.startswith("kubernetes:"):
+        return None
+    path = _POD_SPEC_PATHS.get(_kind(resource_type))
+    node: Any = props
+    for key in path or ():
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node if path and isinstance(node, Mapping) else None
+
+
+def _containers(pod: Props) -> Iterator[Props]:
+    yield from pod.get("initContainers") or []
+    yield from pod.get("containers") or []
+
+
+def _is_ours(props: Props) -> bool:
+    labels = (props.get("metadata") or {}).get("labels") or {}
+    return labels.get(OURS[0]) == OURS[1]
+
+
+def requests_and_limits(resource_type: str, props: Props) -> Iterator[str]:
+    """Every container of our workloads sets CPU and memory requests and limits."""
+    pod = _pod_spec(resource_type, props)
+    if pod is None or not _is_ours(props):
+        return
+    for container in _containers(pod):
+        resources = container.get("resources") or {}
+        for section in ("requests", "limits"):
+            missing = [r for r in ("cpu", "memory") if r not in (resources.get(section) or {})]
+            if missing:
+                yield f"{_name(props)}: container {container.get('name')} has no {section} for {', '.join(missing)}"
+
+
+def probes(resource_type: str, props: Props) -> Iterator[str]:
+    """Every long-running container of our workloads has liveness and readiness probes."""
+    pod = _pod_spec(resource_type, props)
+    if pod is None or not _is_ours(props) or _kind(resource_type) in ("Job", "CronJob"):
+        return
+    for container in pod.get("containers") or []:
+        for probe in ("livenessProbe", "readinessProbe"):
+            if not container.get(probe):
+                yield f"{_name(props)}: container {container.get('name')} has no {probe}"
+
+
+def gpu_placement(resource_type: str, props: Props) -> Iterator[str]:
+    """A pod that asks for GPUs has a node selector and tolerates the GPU nodes' taint."""
+    pod = _pod_spec(resource_type, props)
+    if pod is None:
+        return
+    wants_gpu = any(
+        GPU in ((c.get("resources") or {}).get(section) or {})
+        for c in _containers(pod)
+        for section in ("limits", "requests")
+    )
+    if not wants_gpu:
+        return
+    affinity = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if not pod.get("nodeSelector") and not affinity:
+        yield f"{_name(props)}: requests {GPU} but has no nodeSelector (or required node affinity) for GPU nodes"
+    tolerations = pod.get("tolerations") or []
+    if not any(t.get("key") == GPU or (t.get("operator") == "Exists" and not t.get("key")) for t in tolerations):
+        yield f"{_name(props)}: requests {GPU} but does not tolerate the {GPU} taint"
+
+
+def _tag(image: str) -> str | None:
+    """The tag of an image reference; None where it has none (a digest alone pins it)."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def pinned_images(resource_type: str, props: Props) -> Iterator[str]:
+    """No container runs `latest` or an untagged image (a digest counts as pinned)."""
+    pod = _pod_spec(resource_type, props)
+    if pod is None:
+        return
+    for container in _containers(pod):
+        image = container.get("image") or ""
+        tag = _tag(image)
+        if "@sha256:" not in image and tag in (None, "latest"):
+            yield f"{_name(props)}: container {container.get('name')} image {image!r} is not pinned (tag or digest)"
+
+
+def pinned_charts(resource_type: str, props: Props) -> Iterator[str]:
+    """Helm charts, in Pulumi or in an Argo CD Application, name an exact chart version."""
+    if resource_type in _CHART_TYPES:
+        version = props.get("version") or ""
+        if not _EXACT_VERSION.match(str(version)):
+            yield f"chart {props.get('chart')!r} has no exact version (got {version!r})"
+    elif resource_type == "kubernetes:argoproj.io/v1alpha1:Application":
+        spec = props.get("spec") or {}
+        for source in [spec.get("source") or {}, *(spec.get("sources") or [])]:
+            if source.get("chart") and not _EXACT_VERSION.match(str(source.get("targetRevision") or "")):
+                yield (
+                    f"{_name(props)}: chart {source['chart']!r} has no exact targetRevision "
+                    f"(got {source.get('targetRevision')!r})"
+                )
+
+
+def no_load_balancer(resource_type: str, props: Props) -> Iterator[str]:
+    """Only the Istio ingress gateway may be a Service of type LoadBalancer."""
+    if resource_type != "kubernetes:core/v1:Service" or (props.get("spec") or {}).get("type") != "LoadBalancer":
+        return
+    labels = (props.get("metadata") or {}).get("labels") or {}
+    if labels.get("istio") != "ingressgateway":
+        yield f"{_name(props)}: a LoadBalancer Service outside the Istio ingress gateway (label istio: ingressgateway)"
+
+
+RULES: dict[str, Rule] = {
+    "containers-have-requests-and-limits": requests_and_limits,
+    "containers-have-probes": probes,
+    "gpu-pods-are-placed-on-gpu-nodes": gpu_placement,
+    "images-are-pinned": pinned_images,
+    "charts-are-pinned": pinned_charts,
+    "no-load-balancer-outside-the-ingress-gateway": no_load_balancer,
+}
+
+
+def violations(resource_type: str, props: Props) -> list[tuple[str, str]]:
+    """(rule name, message) for every rule that `props` breaks."""
+    return [(name, message) for name, rule in RULES.items() for message in rule(resource_type, props)]

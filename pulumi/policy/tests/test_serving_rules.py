@@ -1,0 +1,157 @@
+"""Each validator against good and bad resources, fed as dicts; and the pack's policies wrap them."""
+
+import copy
+from collections.abc import Callable
+
+import pytest
+from pack import policies
+from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
+from serving_rules import RULES, type_token, violations
+
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+GOOD = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "triton", "namespace": "triton", "labels": {"app.kubernetes.io/part-of": "gpu-serving"}},
+    "spec": {
+        "template": {
+            "spec": {
+                "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [
+                    {
+                        "name": "triton",
+                        "image": "nvcr.io/nvidia/tritonserver:24.05-py3",
+                        "resources": {
+                            "requests": {"cpu": "1", "memory": "1Gi"},
+                            "limits": {"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": "1"},
+                        },
+                        "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": 8000}},
+                        "readinessProbe": {"httpGet": {"path": "/v2/health/ready", "port": 8000}},
+                    }
+                ],
+            }
+        }
+    },
+}
+
+
+def changed(change: Callable[[dict], object]) -> dict:
+    obj = copy.deepcopy(GOOD)
+    change(obj)
+    return obj
+
+
+def container(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"]["containers"][0]
+
+
+def pod(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"]
+
+
+def test_a_good_gpu_deployment_breaks_no_rule() -> None:
+    assert violations(DEPLOYMENT, GOOD) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "rule", "message"),
+    [
+        (lambda o: container(o)["resources"].pop("limits"), "containers-have-requests-and-limits", "no limits"),
+        (
+            lambda o: container(o)["resources"]["requests"].pop("memory"),
+            "containers-have-requests-and-limits",
+            "memory",
+        ),
+        (lambda o: container(o).pop("readinessProbe"), "containers-have-probes", "no readinessProbe"),
+        (lambda o: pod(o).pop("nodeSelector"), "gpu-pods-are-placed-on-gpu-nodes", "no nodeSelector"),
+        (lambda o: pod(o).pop("tolerations"), "gpu-pods-are-placed-on-gpu-nodes", "does not tolerate"),
+        (lambda o: container(o).update(image="nvcr.io/nvidia/tritonserver:latest"), "images-are-pinned", "latest"),
+        (lambda o: container(o).update(image="nvcr.io/nvidia/tritonserver"), "images-are-pinned", "not pinned"),
+    ],
+)
+def test_each_broken_deployment_breaks_exactly_its_rule(
+    change: Callable[[dict], object], rule: str, message: str
+) -> None:
+    found = violations(DEPLOYMENT, changed(change))
+    assert [name for name, _ in found] == [rule]
+    assert message in found[0][1] and "triton/triton" in found[0][1]
+
+
+def test_a_digest_pins_an_image_and_a_registry_port_is_no_tag() -> None:
+    assert violations(DEPLOYMENT, changed(lambda o: container(o).update(image="r.io/x@sha256:" + "a" * 64))) == []
+    found = violations(DEPLOYMENT, changed(lambda o: container(o).update(image="registry:5000/triton")))
+    assert [name for name, _ in found] == ["images-are-pinned"]
+
+
+def test_a_cpu_pod_needs_no_gpu_placement() -> None:
+    def cpu_only(obj: dict) -> None:
+        container(obj)["resources"]["limits"].pop("nvidia.com/gpu")
+        pod(obj).pop("nodeSelector")
+        pod(obj).pop("tolerations")
+
+    assert violations(DEPLOYMENT, changed(cpu_only)) == []
+
+
+def test_third_party_workloads_are_held_to_placement_and_pins_but_not_our_resources_rule() -> None:
+    def foreign(obj: dict) -> None:
+        obj["metadata"]["labels"] = {}
+        container(obj).pop("resources")
+        container(obj).pop("livenessProbe")
+
+    assert violations(DEPLOYMENT, changed(foreign)) == []
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}}
+    cron["spec"] = {
+        "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    }
+    assert [name for name, _ in violations("kubernetes:batch/v1:CronJob", cron)] == ["images-are-pinned"]
+
+
+@pytest.mark.parametrize(("version", "broken"), [("75.15.1", False), ("", True), ("^75.0.0", True), ("75.x", True)])
+def test_helm_charts_need_an_exact_version(version: str, broken: bool) -> None:
+    props = {"chart": "kube-prometheus-stack", "version": version}
+    assert bool(violations("kubernetes:helm.sh/v4:Chart", props)) is broken
+
+
+@pytest.mark.parametrize(("revision", "broken"), [("1.26.3", False), ("HEAD", True), ("1.26.*", True)])
+def test_argo_cd_chart_sources_need_an_exact_target_revision(revision: str, broken: bool) -> None:
+    props = {"metadata": {"name": "istiod"}, "spec": {"source": {"chart": "istiod", "targetRevision": revision}}}
+    assert bool(violations("kubernetes:argoproj.io/v1alpha1:Application", props)) is broken
+
+
+def test_git_sources_may_track_a_branch() -> None:
+    props = {"metadata": {"name": "root"}, "spec": {"source": {"path": "deploy", "targetRevision": "main"}}}
+    assert violations("kubernetes:argoproj.io/v1alpha1:Application", props) == []
+
+
+@pytest.mark.parametrize(
+    ("labels", "kind", "broken"),
+    [({}, "LoadBalancer", True), ({"istio": "ingressgateway"}, "LoadBalancer", False), ({}, "ClusterIP", False)],
+)
+def test_load_balancers_only_for_the_ingress_gateway(labels: dict, kind: str, broken: bool) -> None:
+    props = {"metadata": {"name": "svc", "labels": labels}, "spec": {"type": kind}}
+    assert bool(violations("kubernetes:core/v1:Service", props)) is broken
+
+
+def test_type_tokens_follow_pulumi_kubernetes() -> None:
+    assert type_token({"apiVersion": "apps/v1", "kind": "Deployment"}) == DEPLOYMENT
+    assert type_token({"apiVersion": "v1", "kind": "Service"}) == "kubernetes:core/v1:Service"
+
+
+def test_the_pack_reports_each_rule_through_pulumi_policy() -> None:
+    pack = {policy.name: policy for policy in policies()}
+    assert set(pack) == set(RULES)
+    reported: list[str] = []
+    options = PolicyResourceOptions(
+        protect=False,
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+    )
+    props = changed(lambda o: pod(o).pop("tolerations"))
+    args = ResourceValidationArgs(DEPLOYMENT, props, "urn:pulumi:prod::gpu-serving::x", "triton", options, None)
+    for policy in pack.values():
+        policy.validate(args, lambda message, urn: reported.append(message))
+    assert reported == ["triton/triton: requests nvidia.com/gpu but does not tolerate the nvidia.com/gpu taint"]

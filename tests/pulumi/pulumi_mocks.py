@@ -1,0 +1,92 @@
+"""Run the Pulumi program or a component under `pulumi.runtime.set_mocks`, recording what it registers.
+
+The engine and the cluster are out of reach here: the mocks answer every registration with
+its own inputs, and the tests assert on those inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import pulumi
+
+PULUMI_DIR = Path(__file__).resolve().parents[2] / "pulumi"
+PROJECT = "gpu-serving"
+SECRET = f"{PROJECT}:grafanaAdminPassword"
+
+
+@dataclass
+class Registered:
+    typ: str
+    name: str
+    inputs: dict[str, Any]
+
+
+@dataclass
+class RecordingMocks(pulumi.runtime.Mocks):
+    resources: list[Registered] = field(default_factory=list)
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.resources.append(Registered(args.typ, args.name, args.inputs))
+        return f"{args.name}-id", args.inputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+    def of_type(self, typ: str) -> list[Registered]:
+        return [r for r in self.resources if r.typ == typ]
+
+    def one(self, typ: str, name: str) -> Registered:
+        matches = [r for r in self.resources if r.typ == typ and r.name == name]
+        assert len(matches) == 1, f"{typ} {name}: {[(r.typ, r.name) for r in self.resources]}"
+        return matches[0]
+
+
+def stack_config(env: str) -> dict[str, str]:
+    """The stack file's config as the engine hands it to the program (objects as JSON)."""
+    document = yaml.safe_load((PULUMI_DIR / f"Pulumi.{env}.yaml").read_text(encoding="utf-8"))
+    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in document["config"].items()}
+
+
+def run_mocked(
+    env: str,
+    body: Callable[[], Any],
+    config: dict[str, str],
+    secret_keys: list[str],
+    mocks: RecordingMocks | None = None,
+) -> RecordingMocks:
+    """Run `body` as a Pulumi program of stack `env`, waiting until every registration is done."""
+    mocks = mocks or RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=env, preview=False)
+    pulumi.runtime.set_all_config(config, secret_keys)
+    pulumi.runtime.test(body)()
+    return mocks
+
+
+def run_program(
+    env: str,
+    overrides: dict[str, Any] | None = None,
+    password: str | None = "s3cret-for-tests",
+    secret: bool = True,
+    mocks: RecordingMocks | None = None,
+) -> RecordingMocks:
+    """Run pulumi/__main__.py as `pulumi up -s env` would, with the stack file's config."""
+    config = stack_config(env)
+    for key, value in (overrides or {}).items():
+        config[f"{PROJECT}:{key}"] = value if isinstance(value, str) else json.dumps(value)
+    if password is not None:
+        config[SECRET] = password
+    return run_mocked(
+        env,
+        lambda: runpy.run_path(str(PULUMI_DIR / "__main__.py"), run_name="__main__"),
+        config,
+        [SECRET] if secret else [],
+        mocks,
+    )

@@ -1,0 +1,144 @@
+"""The stack config: every committed stack file parses, and bad config fails with the file and key."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from gpu_serving.config import ConfigError, from_stack_file
+
+import platform_matrix
+
+PULUMI_DIR = Path(__file__).resolve().parents[2] / "pulumi"
+ENVS = ("dev", "staging", "prod")
+INVENTORIES = {"dev": "lab", "staging": "staging", "prod": "prod"}
+
+
+def stack_document(env: str) -> dict:
+    return yaml.safe_load((PULUMI_DIR / f"Pulumi.{env}.yaml").read_text(encoding="utf-8"))
+
+
+def write_stack(tmp_path: Path, env: str, document: dict) -> Path:
+    # The copy keeps the real relative fleetInventory: it is resolved against pulumi/.
+    path = tmp_path / f"Pulumi.{env}.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+def broken(tmp_path: Path, env: str, key: str, change) -> str:
+    document = copy.deepcopy(stack_document(env))
+    change(document["config"][f"gpu-serving:{key}"] if key else document["config"])
+    with pytest.raises(ConfigError) as info:
+        from_stack_file(env, write_stack(tmp_path, env, document))
+    return str(info.value)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_stack_file_parses_with_its_inventory_and_contract(env):
+    cfg = from_stack_file(env)
+    assert cfg.inventory == INVENTORIES[env]
+    assert cfg.fleet.path == PULUMI_DIR.parent / "inventories" / INVENTORIES[env] / "group_vars/gpu_nodes/fleet.yml"
+    # The model repository validator reads gpu-serving:triton.gpus as an integer.
+    gpus = stack_document(env)["config"]["gpu-serving:triton"]["gpus"]
+    assert type(gpus) is int and gpus == cfg.triton.gpus <= cfg.fleet.gpu_count
+    assert cfg.triton.image == platform_matrix.load().triton_image(cfg.fleet.triton_release)
+
+
+def test_prod_is_gpu_and_gitops_and_dev_is_cpu_only_and_direct():
+    prod, dev = from_stack_file("prod"), from_stack_file("dev")
+    assert prod.delivery == "argocd" and prod.triton.gpus >= 1
+    assert prod.triton.node_selector and any(t["key"] == "nvidia.com/gpu" for t in prod.triton.tolerations)
+    assert dev.delivery == "pulumi" and dev.triton.gpus == 0 and dev.triton.canary.weight == 0
+
+
+def test_a_negative_replica_count_names_the_key_and_file(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t["replicas"].update(min=-1))
+    assert message == "Pulumi.prod.yaml: gpu-serving:triton.replicas.min: must be an integer >= 1, got -1"
+
+
+def test_max_replicas_below_min_fails(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t["replicas"].update(min=4, max=2))
+    assert "gpu-serving:triton.replicas.max: must be an integer >= 4, got 2" in message
+
+
+def test_more_gpus_than_the_node_has_fails_naming_the_inventory(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t.update(gpus=9))
+    assert message.startswith("Pulumi.prod.yaml: gpu-serving:triton.gpus: 9 GPUs per pod, but the nodes have 8")
+    assert "inventories/prod/group_vars/gpu_nodes/fleet.yml" in message
+
+
+def test_gpus_on_the_cpu_only_lab_fail(tmp_path):
+    def gpu(triton):
+        triton.update(gpus=1, nodeSelector={"nvidia.com/gpu.present": "true"})
+        triton["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+    assert "gpu-serving:triton.gpus: 1 GPUs per pod, but the nodes have 0" in broken(tmp_path, "dev", "triton", gpu)
+
+
+@pytest.mark.parametrize("weight", [-1, 101, "10", True])
+def test_a_canary_weight_outside_0_to_100_fails(tmp_path, weight):
+    message = broken(tmp_path, "staging", "triton", lambda t: t["canary"].update(weight=weight))
+    assert f"gpu-serving:triton.canary.weight: must be an integer between 0 and 100, got {weight!r}" in message
+
+
+def test_a_triton_release_newer_than_the_driver_pin_fails(tmp_path):
+    # Staging has no forward compatibility: 24.05 needs R545, the fleet pins R535.
+    message = broken(tmp_path, "staging", "triton", lambda t: t.update(release="24.05"))
+    assert message.startswith("Pulumi.staging.yaml: gpu-serving:triton.release: Triton 24.05 cannot run")
+    assert "needs driver R545 or later, the pin is 535.216.03" in message
+
+
+def test_a_canary_release_is_checked_too(tmp_path):
+    message = broken(tmp_path, "staging", "triton", lambda t: t["canary"].update(release="25.04"))
+    assert "gpu-serving:triton.canary.release: Triton 25.04 cannot run" in message
+
+
+def test_an_unknown_release_lists_the_known_ones(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t.update(release="99.01"))
+    assert "Triton '99.01' is not in the platform matrix (known: 23.09, 24.05, 24.10, 25.04)" in message
+
+
+def test_gpu_pods_need_a_gpu_toleration(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t.update(tolerations=[]))
+    assert "gpu-serving:triton.tolerations: GPU pods need a toleration for the nvidia.com/gpu taint" in message
+
+
+def test_gpu_pods_need_a_node_selector(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t.pop("nodeSelector"))
+    assert "gpu-serving:triton.nodeSelector: GPU pods need a node selector" in message
+
+
+def test_a_request_above_its_limit_fails(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t["resources"]["requests"].update(memory="80Gi"))
+    assert "gpu-serving:triton.resources.requests.memory: the memory request 80Gi is above the limit 64Gi" in message
+
+
+def test_a_malformed_quantity_fails(tmp_path):
+    message = broken(tmp_path, "prod", "monitoring", lambda m: m["grafanaResources"]["limits"].update(cpu="lots"))
+    assert "gpu-serving:monitoring.grafanaResources.cpu: 'lots' is not a Kubernetes quantity" in message
+
+
+def test_a_missing_key_is_reported(tmp_path):
+    message = broken(tmp_path, "prod", "", lambda c: c.pop("gpu-serving:gitRepoURL"))
+    assert message == "Pulumi.prod.yaml: gpu-serving:gitRepoURL: is required"
+
+
+def test_a_model_repository_must_be_a_cloud_url(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t.update(modelRepository="/models"))
+    assert "gpu-serving:triton.modelRepository: '/models' does not match" in message
+
+
+def test_a_missing_inventory_names_the_fleet_file(tmp_path):
+    message = broken(tmp_path, "prod", "", lambda c: c.update({"gpu-serving:fleetInventory": "../inventories/nope"}))
+    assert "gpu-serving:fleetInventory:" in message and "inventories/nope/group_vars/gpu_nodes/fleet.yml" in message
+
+
+def test_a_plaintext_secret_in_the_stack_file_is_refused(tmp_path):
+    message = broken(tmp_path, "prod", "", lambda c: c.update({"gpu-serving:grafanaAdminPassword": "hunter2"}))
+    assert "gpu-serving:grafanaAdminPassword: is a plaintext value; set it with `pulumi config set --secret" in message
+
+
+def test_an_encrypted_secret_in_the_stack_file_is_accepted(tmp_path):
+    document = stack_document("prod")
+    document["config"]["gpu-serving:grafanaAdminPassword"] = {"secure": "v1:abc"}
+    assert from_stack_file("prod", write_stack(tmp_path, "prod", document)).env == "prod"
