@@ -49,3 +49,4 @@ def test_default_config_matches_the_sharing_strategy(tmp_path, sharing, replicas
             env = {e["name"]: e.get("value") for e in container["env"]}
             assert env["NODE_LABEL"] == "nvidia.com/device-plugin.config"
             assert env["DEFAULT_CONFIG"] == "default"
+            assert "add" not in container["securityContext"]["capabilities"], "only the plugin needs SYS_ADMIN"
