@@ -8,7 +8,8 @@ Argo CD syncs everything else from the rendered deploy/serving/<env>/ in git.
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root holds platform_matrix
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_serving, beside this file
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # platform_matrix, at the repo root
 
 from gpu_serving import gitops
 from gpu_serving.components import ArgoCD, GrafanaAdmin, Istio, Monitoring, Triton

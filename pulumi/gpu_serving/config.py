@@ -38,8 +38,8 @@ class ConfigError(ValueError):
 
     def __init__(self, source: str, key: str, reason: str) -> None:
         self.source = source
-        self.key = f"{PROJECT}:{key}"
-        super().__init__(f"{source}: {self.key}: {reason}")
+        self.key = f"{PROJECT}:{key}" if key else ""
+        super().__init__(f"{source}: {self.key}: {reason}" if key else f"{source}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,13 @@ class _Reader:
             self.fail(f"must be a mapping, got {data!r}")
         self.data: Mapping[str, Any] = data
 
+    def only(self, *fields: str) -> _Reader:
+        """Refuse fields this level does not know (a misspelt key would be ignored otherwise)."""
+        for field in self.data:
+            if field not in fields:
+                self.fail(f"unknown field (known: {', '.join(fields)})", str(field))
+        return self
+
     def fail(self, reason: str, field: str | None = None) -> None:
         key = f"{self.key}.{field}" if field and self.key else field or self.key
         raise ConfigError(self.source, key, reason)
@@ -179,7 +186,7 @@ class _Reader:
         return tuple(dict(item) for item in value)
 
     def resources(self, field: str) -> Resources:
-        node = self.child(field)
+        node = self.child(field).only("requests", "limits")
         requests, limits = node.child("requests"), node.child("limits")
         for name in ("cpu", "memory"):
             request, limit = requests.string(name), limits.string(name)
@@ -214,13 +221,31 @@ def _compatible(matrix: platform_matrix.Matrix, fleet: Fleet, reader: _Reader, f
     return matrix.triton_image(release)
 
 
+TRITON_FIELDS = (
+    "namespace",
+    "gpus",
+    "release",
+    "replicas",
+    "resources",
+    "nodeSelector",
+    "tolerations",
+    "modelRepository",
+    "modelControlMode",
+    "startupBudgetSeconds",
+    "queueTimeTargetMicroseconds",
+    "serviceAccountAnnotations",
+    "canary",
+)
+
+
 def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Triton:
+    reader.only(*TRITON_FIELDS)
     gpus = reader.integer("gpus", 0)
     if gpus > fleet.gpu_count:
         reader.fail(
             f"{gpus} GPUs per pod, but the nodes have {fleet.gpu_count} (gpu_fleet_gpu_count in {fleet.path})", "gpus"
         )
-    replicas = reader.child("replicas")
+    replicas = reader.child("replicas").only("min", "max")
     minimum = replicas.integer("min", 1)
     maximum = replicas.integer("max", minimum)
     node_selector = reader.labels("nodeSelector")
@@ -231,7 +256,7 @@ def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Tr
         reader.fail(f"GPU pods need a toleration for the {GPU_TAINT} taint of the GPU nodes", "tolerations")
     release = reader.string("release", default=fleet.triton_release)
     model_repository = reader.string("modelRepository", _REPOSITORY)
-    canary = reader.child("canary")
+    canary = reader.child("canary").only("weight", "replicas", "release", "modelRepository")
     canary_release = canary.string("release", default=release)
     return Triton(
         namespace=reader.string("namespace", _NAME, default="triton"),
@@ -259,6 +284,7 @@ def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Tr
 
 
 def _monitoring(reader: _Reader) -> Monitoring:
+    reader.only("namespace", "retention", "prometheusResources", "grafanaResources")
     return Monitoring(
         namespace=reader.string("namespace", _NAME, default="monitoring"),
         retention=reader.string("retention", _RETENTION),
@@ -270,7 +296,7 @@ def _monitoring(reader: _Reader) -> Monitoring:
 def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix.Matrix | None = None) -> StackConfig:
     """Validate the raw config (keys without the project prefix) of stack `env`."""
     matrix = matrix or platform_matrix.load()
-    top = _Reader(source, "", raw)
+    top = _Reader(source, "", raw).only(*KEYS, *SECRET_KEYS)
     inventory = top.string("fleetInventory")
     try:
         fleet = load_fleet((PULUMI_DIR / inventory).resolve())
@@ -342,7 +368,7 @@ def from_pulumi() -> tuple[StackConfig, Secrets]:
     secret_keys = set(pulumi.runtime.get_config_secret_keys_env())
     for key in SECRET_KEYS:
         full_key = f"{PROJECT}:{key}"
-        if config.get(key) is None:
+        if pulumi.runtime.get_config(full_key) is None:
             raise ConfigError(source, key, f"is missing: set it with `pulumi config set --secret {key} -s {env}`")
         if not (pulumi.runtime.is_config_secret(full_key) or full_key in secret_keys):
             raise ConfigError(source, key, f"is a plaintext value; set it with `pulumi config set --secret {key}`")

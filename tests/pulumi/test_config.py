@@ -142,3 +142,20 @@ def test_an_encrypted_secret_in_the_stack_file_is_accepted(tmp_path):
     document = stack_document("prod")
     document["config"]["gpu-serving:grafanaAdminPassword"] = {"secure": "v1:abc"}
     assert from_stack_file("prod", write_stack(tmp_path, "prod", document)).env == "prod"
+
+
+def test_the_project_is_gpu_serving_on_python_with_a_pip_virtualenv():
+    project = yaml.safe_load((PULUMI_DIR / "Pulumi.yaml").read_text(encoding="utf-8"))
+    assert project["name"] == "gpu-serving"
+    assert project["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
+    assert (PULUMI_DIR / "requirements.txt").is_file()
+
+
+def test_a_misspelt_key_is_refused_not_ignored(tmp_path):
+    message = broken(tmp_path, "prod", "triton", lambda t: t["canary"].update(wieght=5))
+    assert message == (
+        "Pulumi.prod.yaml: gpu-serving:triton.canary.wieght: unknown field "
+        "(known: weight, replicas, release, modelRepository)"
+    )
+    message = broken(tmp_path, "prod", "", lambda c: c.update({"gpu-serving:trition": {}}))
+    assert message.startswith("Pulumi.prod.yaml: gpu-serving:trition: unknown field (known: fleetInventory,")

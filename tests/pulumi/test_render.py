@@ -53,7 +53,7 @@ def test_write_removes_files_of_objects_that_no_longer_exist(tmp_path):
 
 def test_render_cli_reports_bad_config_and_exits_2(tmp_path, capsys):
     assert main(["--env", "nope", "--out", str(tmp_path / "out")]) == 2
-    assert "render: Pulumi.nope.yaml: gpu-serving:: cannot read the stack file" in capsys.readouterr().err
+    assert "render: Pulumi.nope.yaml: cannot read the stack file" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
