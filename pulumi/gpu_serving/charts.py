@@ -23,6 +23,8 @@ class Release:
     namespace: str
     values: dict[str, Any]
     wave: int
+    # Fields the cluster rewrites after install, which Argo CD must not report as drift.
+    ignore_differences: tuple[dict[str, Any], ...] = ()
 
 
 def _resources(resources: Resources) -> dict[str, dict[str, str]]:
@@ -102,7 +104,21 @@ def prometheus_adapter(cfg: StackConfig) -> Release:
 
 
 def istio_base(cfg: StackConfig) -> Release:
-    return Release("istio-base", cfg.chart("istio-base"), ISTIO_NAMESPACE, {"defaultRevision": "default"}, wave=-3)
+    # istiod sets the failurePolicy of the validating webhook itself once it serves it.
+    webhook = {
+        "group": "admissionregistration.k8s.io",
+        "kind": "ValidatingWebhookConfiguration",
+        "name": "istiod-default-validator",
+        "jsonPointers": ["/webhooks/0/failurePolicy"],
+    }
+    return Release(
+        "istio-base",
+        cfg.chart("istio-base"),
+        ISTIO_NAMESPACE,
+        {"defaultRevision": "default"},
+        wave=-3,
+        ignore_differences=(webhook,),
+    )
 
 
 def istiod(cfg: StackConfig) -> Release:

@@ -54,7 +54,8 @@ def chart_application(release: Release) -> Obj:
         "targetRevision": release.pin.version,
         "helm": {"releaseName": release.name, "valuesObject": release.values},
     }
-    return _application(release.name, release.wave, source, release.namespace)
+    extra = {"ignoreDifferences": list(release.ignore_differences)} if release.ignore_differences else {}
+    return _application(release.name, release.wave, source, release.namespace, **extra)
 
 
 def addons_application(cfg: StackConfig) -> Obj:

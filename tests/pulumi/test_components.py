@@ -191,3 +191,6 @@ def test_argo_cd_chart_and_applications_sync_automatically_with_waves():
     chart_source = apps["kube-prometheus-stack"]["spec"]["source"]
     assert chart_source["targetRevision"] == MATRIX.chart("kube-prometheus-stack")["version"]
     assert apps["gpu-addons"]["spec"]["source"]["path"] == "deploy/addons/prod"
+    (webhook,) = apps["istio-base"]["spec"]["ignoreDifferences"]
+    assert webhook["kind"] == "ValidatingWebhookConfiguration"
+    assert webhook["jsonPointers"] == ["/webhooks/0/failurePolicy"]
