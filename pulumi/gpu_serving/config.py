@@ -138,8 +138,8 @@ class _Reader:
             self.fail("is required", field)
         return default
 
-    def child(self, field: str, default: Any = None) -> _Reader:
-        value = self._get(field, _REQUIRED if default is None else default)
+    def child(self, field: str) -> _Reader:
+        value = self._get(field, _REQUIRED)
         return _Reader(self.source, f"{self.key}.{field}" if self.key else field, value)
 
     def integer(self, field: str, minimum: int, maximum: int | None = None, default: Any = None) -> int:

@@ -4,10 +4,10 @@ import pytest
 from gpu_serving.components import ArgoCD, Istio, Monitoring, Triton
 from gpu_serving.config import from_stack_file
 from gpu_serving.gitops import child_applications
-from pulumi_mocks import RecordingMocks, run_mocked
 
 import platform_matrix
 import pulumi
+from tests.pulumi.pulumi_mocks import RecordingMocks, run_mocked
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 GROUP = "kubernetes:yaml/v2:ConfigGroup"

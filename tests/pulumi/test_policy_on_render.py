@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pulumi_mocks import run_program
 from serving_rules import type_token, violations
+
+from tests.pulumi.pulumi_mocks import run_program
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,9 +6,9 @@ import json
 import pytest
 from gpu_serving.config import ConfigError
 from pulumi.runtime import rpc
-from pulumi_mocks import RecordingMocks, run_program, stack_config
 
 import platform_matrix
+from tests.pulumi.pulumi_mocks import RecordingMocks, run_program, stack_config
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 APPLICATION = "kubernetes:argoproj.io/v1alpha1:Application"
