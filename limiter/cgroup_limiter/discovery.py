@@ -22,11 +22,11 @@ _CGROUPFS_POD = re.compile(r"^pod([0-9A-Za-z-]+)$")
 class PodCgroup:
     uid: str
     qos: str  # guaranteed, burstable or besteffort
-    path: Path
+    path: str  # a plain string: the scan builds thousands of these a second
     driver: str  # systemd or cgroupfs
 
 
-def _subdirs(path: Path) -> list[str]:
+def _subdirs(path: str) -> list[str]:
     """Directory names under path; a path that is missing or vanishes mid-scan has none."""
     try:
         with os.scandir(path) as entries:
@@ -35,32 +35,30 @@ def _subdirs(path: Path) -> list[str]:
         return []
 
 
-def _systemd(root: Path) -> list[PodCgroup]:
-    top = root / "kubepods.slice"
+def _systemd(root: str) -> list[PodCgroup]:
+    top = f"{root}/kubepods.slice"
     found = []
-    parents = [top] + [top / f"kubepods-{qos}.slice" for qos in QOS_CLASSES]
-    for parent in parents:
+    for qos in ("guaranteed", *QOS_CLASSES):
+        parent = top if qos == "guaranteed" else f"{top}/kubepods-{qos}.slice"
         for name in _subdirs(parent):
             match = _SYSTEMD_POD.match(name)
-            if match:
-                qos = match.group(1) or "guaranteed"
-                expected_parent = top if qos == "guaranteed" else top / f"kubepods-{qos}.slice"
-                if parent == expected_parent:
-                    found.append(PodCgroup(match.group(2).replace("_", "-"), qos, parent / name, "systemd"))
+            if match and (match.group(1) or "guaranteed") == qos:
+                found.append(PodCgroup(match.group(2).replace("_", "-"), qos, f"{parent}/{name}", "systemd"))
     return found
 
 
-def _cgroupfs(root: Path) -> list[PodCgroup]:
-    top = root / "kubepods"
+def _cgroupfs(root: str) -> list[PodCgroup]:
+    top = f"{root}/kubepods"
     found = []
-    for qos, parent in [("guaranteed", top)] + [(qos, top / qos) for qos in QOS_CLASSES]:
+    for qos in ("guaranteed", *QOS_CLASSES):
+        parent = top if qos == "guaranteed" else f"{top}/{qos}"
         for name in _subdirs(parent):
             match = _CGROUPFS_POD.match(name)
             if match:
-                found.append(PodCgroup(match.group(1), qos, parent / name, "cgroupfs"))
+                found.append(PodCgroup(match.group(1), qos, f"{parent}/{name}", "cgroupfs"))
     return found
 
 
 def discover(root: Path) -> list[PodCgroup]:
     """Every pod cgroup under root (normally /sys/fs/cgroup), both layouts."""
-    return _systemd(root) + _cgroupfs(root)
+    return _systemd(str(root)) + _cgroupfs(str(root))

@@ -31,11 +31,19 @@ class IoCounters:
     wbytes: int
 
 
+# The kernel's own order (blkcg_print_one_stat): rbytes and wbytes come first.
+_IO_STAT_LINE = re.compile(r"(\d+:\d+) rbytes=(\d+) wbytes=(\d+) ")
+
+
 def parse_io_stat(text: str) -> tuple[dict[str, IoCounters], list[str]]:
     """Counters per device and the lines that did not parse (the caller counts those)."""
     counters: dict[str, IoCounters] = {}
     bad: list[str] = []
     for line in text.splitlines():
+        fast = _IO_STAT_LINE.match(line)
+        if fast:
+            counters[fast.group(1)] = IoCounters(int(fast.group(2)), int(fast.group(3)))
+            continue
         if not line.strip():
             continue
         device, _, rest = line.partition(" ")
