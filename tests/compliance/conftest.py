@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
 
 ROWS = pytest.StashKey[list[report.Row]]()
-NODES = pytest.StashKey[dict[str, "Node"]]()
+NODES = pytest.StashKey[dict[str, "Node | Exception"]]()
 REPORT_PATHS = pytest.StashKey[tuple[Path, Path]]()
 
 
@@ -77,7 +77,11 @@ def _collect(host: testinfra.host.Host, config: pytest.Config) -> Node:
     matrix = platform_matrix.load()
     variables = node_variables(name, hostvars, inventory)
     local = host.backend.NAME == "local"
-    result = host.run(remote.command(probe_spec(variables, matrix, node_checks.FILES), with_nvml=not local))
+    try:
+        result = host.run(remote.command(probe_spec(variables, matrix, node_checks.FILES), with_nvml=not local))
+    except RuntimeError as exc:  # testinfra's ssh backend raises with the CommandResult when ssh itself fails
+        failed = exc.args[0] if exc.args else exc
+        raise RuntimeError(f"{name}: cannot reach the node: {getattr(failed, 'stderr', failed)!s}".strip()) from None
     if result.rc != 0:
         raise RuntimeError(f"{name}: collecting the node's facts failed (exit {result.rc}): {result.stderr[-2000:]}")
     try:
@@ -96,8 +100,14 @@ def node(host: testinfra.host.Host, request: pytest.FixtureRequest) -> Node:
     cache = request.config.stash[NODES]
     key = host.backend.get_pytest_id()
     if key not in cache:
-        cache[key] = _collect(host, request.config)
-    return cache[key]
+        try:
+            cache[key] = _collect(host, request.config)
+        except Exception as exc:  # any failure to reach or read the node: every check of it errors with it
+            cache[key] = exc
+    collected = cache[key]
+    if isinstance(collected, Exception):
+        raise RuntimeError(str(collected)) from None
+    return collected
 
 
 @pytest.fixture
@@ -121,6 +131,10 @@ def _check_name(item: pytest.Item) -> str:
 
 
 def _node_name(item: pytest.Item) -> str:
+    """The inventory name once the node is known, testinfra's host name before (a failed collection)."""
+    collected = getattr(item, "funcargs", {}).get("node")
+    if isinstance(collected, Node):
+        return collected.name
     params = getattr(getattr(item, "callspec", None), "params", {})
     host = params.get("_testinfra_host")
     return host.backend.get_pytest_id().split("://", 1)[-1] if host is not None else "?"
@@ -132,6 +146,9 @@ def _message(report_: pytest.TestReport) -> str:
         return str(recorded)
     if report_.skipped and isinstance(report_.longrepr, tuple):
         return str(report_.longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(getattr(report_.longrepr, "reprcrash", None), "message", None)
+    if crash:
+        return str(crash)
     text = report_.longreprtext.strip().splitlines()
     return text[-1] if text else ""
 

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client import generate_latest
 
 from gpu_health.checks import GpuExpectation
 from platform_matrix import Matrix
+from tests.compliance import node_facts
 
 REPO = Path(__file__).resolve().parents[2]
 COMPLIANCE_DEFAULTS = Path(__file__).with_name("defaults.yml")
@@ -116,15 +118,15 @@ def _plain(host: str, inventory: str, name: str, value: Any) -> Any:
 
 
 def limiter_metrics() -> tuple[str, ...]:
-    """Families the limiter agent always exports (no labels): read from its own Metrics class."""
+    """What the limiter agent exports before it has seen any pod: its own Metrics class, freshly made."""
     sys.path.insert(0, str(REPO / "limiter"))
     try:
         from cgroup_limiter.metrics import Metrics
     finally:
         sys.path.remove(str(REPO / "limiter"))
-    return tuple(
-        sorted(family.name for family in Metrics().registry.collect() if all(not s.labels for s in family.samples))
-    )
+    exposed = node_facts.metric_names(generate_latest(Metrics().registry).decode())
+    # *_created series depend on PROMETHEUS_DISABLE_CREATED_SERIES in the agent's environment.
+    return tuple(name for name in exposed if not name.endswith("_created"))
 
 
 def metrics_targets(variables: Mapping[str, Any]) -> tuple[tuple[MetricsTarget, ...], str]:

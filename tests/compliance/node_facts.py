@@ -86,6 +86,11 @@ def _pod_ip(pod_label: str) -> tuple[str | None, str]:
         return None, f"crictl inspectp {ids[0]} gave no pod IP: {inspect['stderr']}"
 
 
+def metric_names(body: str) -> list[str]:
+    """The sample names of a Prometheus text exposition."""
+    return sorted({line.split("{")[0].split()[0] for line in body.splitlines() if line.strip() and line[0] != "#"})
+
+
 def metrics(target: dict[str, Any]) -> dict[str, Any]:
     ip, why = _pod_ip(target["pod_label"])
     if ip is None:
@@ -96,8 +101,7 @@ def metrics(target: dict[str, Any]) -> dict[str, Any]:
             body = response.read().decode("utf-8", errors="replace")
     except OSError as exc:
         return {"url": url, "error": str(exc)}
-    names = sorted({line.split("{")[0].split()[0] for line in body.splitlines() if line and not line.startswith("#")})
-    return {"url": url, "error": None, "metric_names": names}
+    return {"url": url, "error": None, "metric_names": metric_names(body)}
 
 
 def collect(spec: dict[str, Any], probe: Any = None) -> dict[str, Any]:

@@ -1,0 +1,146 @@
+"""The compliance suite on the lab node: clean after site.yml, then broken on purpose, one way at a time.
+
+Each test breaks the node, runs `python -m tests.compliance.run` against the lab inventory, checks
+that the matching checks fail with a message that says what is wrong, and restores the node with
+the fix an operator would use (then proves it clean again), so the tests run in any order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from platform_matrix import load
+from tests.compliance import report
+from tests.compliance.node_checks import CONTAINERD_CONFIG
+from tests.lab.conftest import REPO, LabNode, stats
+
+pytestmark = pytest.mark.lab
+
+SOURCE = load().driver_source("debian-nonfree")
+PIN = SOURCE["package_version"]
+
+
+def compliance(lab_node: LabNode, report_dir: Path) -> tuple[int, dict[str, report.Row]]:
+    """Run the suite through its runner; the exit code and the report's rows by check name."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.compliance.run",
+            "--inventory",
+            str(lab_node.inventory.parent),
+            "--report-dir",
+            str(report_dir),
+        ],
+        cwd=REPO,
+        env=lab_node.env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    rows = report.load(report_dir / report.JSON_NAME)
+    assert {row.node for row in rows} == {lab_node.name}, done.stdout[-3000:]
+    return done.returncode, {row.check: row for row in rows}
+
+
+def assert_clean(lab_node: LabNode, report_dir: Path) -> None:
+    code, rows = compliance(lab_node, report_dir)
+    bad = {check: (row.status, row.message) for check, row in rows.items() if row.status not in ("pass", "skip")}
+    assert code == 0 and not bad, bad
+
+
+@pytest.fixture
+def clean(lab_node: LabNode, tmp_path: Path) -> Iterator[LabNode]:
+    """The converged node, proven compliant before the test and again after its restore."""
+    assert_clean(lab_node, tmp_path / "before")
+    yield lab_node
+    assert_clean(lab_node, tmp_path / "after")
+
+
+def test_the_converged_lab_node_complies_and_skips_the_gpu_checks_with_the_reason(lab_node, tmp_path):
+    code, rows = compliance(lab_node, tmp_path)
+    assert code == 0
+    for check in (
+        "driver_packages",
+        "driver_held",
+        "apt_pin",
+        "upgrade_blacklist",
+        "cgroup_unified",
+        "cgroup_controllers",
+        "containerd_nvidia_runtime",
+        "containerd_systemd_cgroup",
+        "containerd_running",
+    ):
+        assert rows[check].status == "pass", (check, rows[check].message)
+    gpu = {check: row for check, row in rows.items() if check.startswith("gpu.")}
+    assert len(gpu) == 6
+    for row in gpu.values():
+        assert row.status == "skip" and row.message.startswith("no GPU on this node (gpu_fleet_gpu_count is 0")
+    assert rows["kernel_module"].status == "skip" and "installed only on GPU nodes" in rows["kernel_module"].message
+    for check in ("metrics.limiter", "metrics.dcgm_exporter"):
+        assert rows[check].status == "skip" and "gpu_fleet_gpu_count is 0" in rows[check].message
+    assert (tmp_path / report.MARKDOWN_NAME).read_text().count(f"| {lab_node.name} |") == len(rows)
+
+
+def test_an_unheld_driver_package_fails_driver_held(clean, tmp_path):
+    package = SOURCE["userspace_packages"][0]
+    clean.run(f"apt-mark unhold {package}")
+    try:
+        code, rows = compliance(clean, tmp_path)
+    finally:
+        clean.run(f"apt-mark hold {package}")
+    assert code == 1
+    assert rows["driver_held"].status == "fail"
+    assert rows["driver_held"].message == f"not hold: {package} (install); run site.yml or `apt-mark hold` them"
+    assert rows["driver_packages"].status == "pass"
+
+
+def test_the_other_driver_version_fails_driver_packages_and_the_pin(clean, tmp_path):
+    first = SOURCE["userspace_packages"][0]
+    offered = clean.run(f"apt-get update -qq && apt-cache madison {first} | awk '{{print $3}}'").stdout.split()
+    target = next(v for v in offered if v != PIN)
+    extra = {"nvidia_driver_version": target.split("-")[0], "nvidia_driver_package_version": target}
+    try:
+        upgrade = clean.playbook("playbooks/upgrade_driver.yml", "-e", json.dumps(extra), json_output=False)
+        assert upgrade.returncode == 0, upgrade.stdout[-5000:]
+        code, rows = compliance(clean, tmp_path)
+    finally:
+        back = clean.playbook("playbooks/site.yml")
+        assert back.returncode == 0 and stats(back)["failures"] == 0, back.stdout[-5000:]
+    assert code == 1
+    packages = rows["driver_packages"]
+    assert packages.status == "fail"
+    for package in SOURCE["userspace_packages"]:
+        assert f"{package} is at {target}" in packages.message
+    assert packages.message.endswith(f"the pin (nvidia_driver_package_version, debian-nonfree) is {PIN}")
+    assert rows["apt_pin"].status == "fail" and f"does not pin version {PIN}" in rows["apt_pin"].message
+
+
+def without_nvidia_runtime(config: str) -> str:
+    """config.toml with every [...runtimes.nvidia...] table (its header and keys) cut out, as a hand edit would."""
+    return re.sub(r"(?m)^ *\[[^\]\n]*runtimes\.nvidia[^\]\n]*\]\n(?:(?! *\[).*\n)*", "", config)
+
+
+def test_a_containerd_config_without_the_nvidia_runtime_fails(clean, tmp_path):
+    clean.run(f"cp -p {CONTAINERD_CONFIG} {CONTAINERD_CONFIG}.compliance-test")
+    try:
+        broken = without_nvidia_runtime(clean.run(f"cat {CONTAINERD_CONFIG}").stdout)
+        clean.run(f"cat > {CONTAINERD_CONFIG} <<'EOF'\n{broken}EOF\nsystemctl restart containerd")
+        assert "runtimes.nvidia" not in clean.run(f"cat {CONTAINERD_CONFIG}").stdout
+        code, rows = compliance(clean, tmp_path)
+    finally:
+        clean.run(f"mv {CONTAINERD_CONFIG}.compliance-test {CONTAINERD_CONFIG} && systemctl restart containerd")
+    assert code == 1
+    runtime = rows["containerd_nvidia_runtime"]
+    assert runtime.status == "fail"
+    assert runtime.message == f"{CONTAINERD_CONFIG} has no nvidia runtime (runtimes: runc); run site.yml"
+    assert rows["containerd_systemd_cgroup"].status == "fail" and "nvidia" in rows["containerd_systemd_cgroup"].message
+    assert rows["containerd_running"].status == "pass"
