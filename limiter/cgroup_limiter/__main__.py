@@ -36,9 +36,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def pod_source(args: argparse.Namespace) -> PodSource:
     if args.pods_file:
         return FilePodSource(args.pods_file, args.node_name or None)
-    from cgroup_limiter.kube_source import KubernetesPodSource, core_v1_api
+    from cgroup_limiter.kube_source import KubernetesPodSource
 
-    return KubernetesPodSource(args.node_name, core_v1_api())
+    return KubernetesPodSource(args.node_name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,9 +53,10 @@ def parse_io_stat(text: str) -> tuple[dict[str, IoCounters], list[str]]:
             if sep:
                 fields[key] = value
         try:
-            if not DEVICE_RE.match(device):
-                raise ValueError(device)
-            counters[device] = IoCounters(int(fields["rbytes"]), int(fields["wbytes"]))
+            rbytes, wbytes = fields["rbytes"], fields["wbytes"]
+            if not (DEVICE_RE.match(device) and rbytes.isdigit() and wbytes.isdigit()):
+                raise ValueError(line)
+            counters[device] = IoCounters(int(rbytes), int(wbytes))
         except (KeyError, ValueError):
             bad.append(line)
     return counters, bad

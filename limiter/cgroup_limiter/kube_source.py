@@ -21,7 +21,10 @@ def core_v1_api() -> Any:
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        try:
+            config.load_kube_config()
+        except (config.ConfigException, OSError) as error:
+            raise PodSourceError(f"no Kubernetes credentials (in-cluster or kubeconfig): {error}") from None
     return client.CoreV1Api()
 
 
@@ -29,7 +32,7 @@ class KubernetesPodSource:
     def __init__(
         self,
         node_name: str,
-        api: Any,
+        api: Any = None,
         resync_seconds: float = 30.0,
         miss_backoff_seconds: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
@@ -37,7 +40,7 @@ class KubernetesPodSource:
         if not node_name:
             raise PodSourceError("NODE_NAME is empty: set it from the downward API (spec.nodeName)")
         self.node_name = node_name
-        self.api = api
+        self.api = api if api is not None else core_v1_api()
         self.resync_seconds = resync_seconds
         self.miss_backoff_seconds = miss_backoff_seconds
         self.clock = clock
