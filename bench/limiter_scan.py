@@ -6,7 +6,8 @@ The fake tree (under /dev/shm when it exists: in memory, like cgroupfs) has both
 layouts; every pod's io.stat grows between scans and one pod in ten writes above the adaptive
 threshold, so the scans measure the rate, trigger and write paths, not just reads. CPU time
 is the process's (time.process_time) over every scan of one run; the ratios compare the cost
-per pod between sizes in that same run.
+per pod between sizes in that same run. ms/scrape is one rendering of /metrics (paid once per
+Prometheus scrape, not per scan: per-pod rates are collected at scrape time).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "limiter")]
 from cgroup_limiter.agent import Agent  # noqa: E402
 from cgroup_limiter.config import parse_config  # noqa: E402
 from cgroup_limiter.pods import FilePodSource  # noqa: E402
+from prometheus_client import generate_latest  # noqa: E402
 
 SIZES = (100, 1000, 5000)
 TARGET_CORE_SHARE = 0.02
@@ -119,11 +121,17 @@ def scan_cost(count: int, scans: int) -> dict[str, float]:
                 f"{count} pods: {throttled} throttled, expected {expected}: the bench is not measuring the agent"
             )
         cpu_s = statistics.mean(cpu)
+        scrape_start = time.process_time()
+        exposition = generate_latest(agent.metrics.registry)
+        scrape_ms = (time.process_time() - scrape_start) * 1e3
+        if exposition.count(b"cgroup_limiter_pod_io_bytes_per_second{") != 2 * count:
+            raise SystemExit(f"{count} pods: /metrics lacks per-pod rates")
         return {
             "pods": count,
             "cpu_ms": cpu_s * 1e3,
             "wall_ms": statistics.median(wall) * 1e3,
             "us_per_pod": cpu_s / count * 1e6,
+            "scrape_ms": scrape_ms,
         }
 
 
@@ -167,11 +175,12 @@ def main() -> int:
     args = parser.parse_args()
     results = [scan_cost(count, args.scans if count < 5000 else max(3, args.scans // 4)) for count in SIZES]
     base = results[0]
-    print(f"{'pods':>6} {'cpu ms/scan':>12} {'wall ms/scan':>13} {'us/pod':>8} {'per-pod ratio':>14}")
+    print(f"{'pods':>6} {'cpu ms/scan':>12} {'wall ms/scan':>13} {'us/pod':>8} {'per-pod ratio':>14} {'ms/scrape':>10}")
     for row in results:
         ratio = row["us_per_pod"] / base["us_per_pod"]
         print(
-            f"{row['pods']:>6} {row['cpu_ms']:>12.2f} {row['wall_ms']:>13.2f} {row['us_per_pod']:>8.1f} {ratio:>14.2f}"
+            f"{row['pods']:>6} {row['cpu_ms']:>12.2f} {row['wall_ms']:>13.2f} {row['us_per_pod']:>8.1f}"
+            f" {ratio:>14.2f} {row['scrape_ms']:>10.1f}"
         )
     thousand = next(row for row in results if row["pods"] == 1000)
     share = thousand["cpu_ms"] / 1e3  # one scan per second

@@ -14,13 +14,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cgroup_limiter.adaptive import DIRECTIONS, RELEASE, THROTTLE, Trigger
-from cgroup_limiter.config import NodeConfig
+from cgroup_limiter.config import AdaptiveSettings, NodeConfig
 from cgroup_limiter.devices import DeviceResolver, UnknownDevice
 from cgroup_limiter.discovery import PodCgroup, discover
 from cgroup_limiter.iofiles import (
@@ -76,7 +75,7 @@ class PodRuntime:
     sampled_at: float | None = None
     verified: bool = False
     series: set[tuple[str, str]] = field(default_factory=set)
-    rate_gauges: dict[tuple[str, str], Any] = field(default_factory=dict)
+    rates: dict[str, tuple[float, float]] = field(default_factory=dict)  # device -> (read, write) B/s
     exported: dict[str, str] | None = None  # record.applied as the limit metrics show it
     warned: set[str] = field(default_factory=set)
 
@@ -94,6 +93,7 @@ class Agent:
         self.source = source
         self.root = cgroup_root
         self.metrics = metrics or Metrics()
+        self.metrics.expose_rates(self._rate_samples)
         self.clock = clock
         self.devices = DeviceResolver(config.sysfs_root)
         self.pods: dict[str, PodRuntime] = {}
@@ -184,11 +184,14 @@ class Agent:
         self._dirty = True
 
     def _scan_pod(self, pod: PodRuntime, info: PodInfo, now: float) -> None:
-        if pod.info != info or pod.policy is None:
-            pod.info, pod.policy = info, pod_policy(info, self.config)
-            for message in pod.policy.errors:
-                self._count("annotation", message)
+        if pod.info is not info:  # the same object while the source's answer is unchanged
+            if pod.info != info or pod.policy is None:
+                pod.policy = pod_policy(info, self.config)
+                for message in pod.policy.errors:
+                    self._count("annotation", message)
+            pod.info = info
         policy = pod.policy
+        assert policy is not None
         counters, bad = parse_io_stat(read_file(f"{pod.cgroup.path}/io.stat"))
         if bad:
             self._count("malformed_io_stat", f"{pod.cgroup.path}/io.stat: cannot parse {bad[0]!r}", pod)
@@ -209,23 +212,23 @@ class Agent:
             return None
         elapsed = now - since
         rates = {}
-        namespace, name = self._label(pod)
         for device, current in counters.items():
             # A device shows up in io.stat with its first IO, counting from zero.
             before = previous.get(device, _ZERO)
             if current.rbytes < before.rbytes or current.wbytes < before.wbytes:
                 continue  # a counter went back (a recreated cgroup): no rate this time
-            rate = ((current.rbytes - before.rbytes) / elapsed, (current.wbytes - before.wbytes) / elapsed)
-            rates[device] = rate
-            for direction, value in zip(DIRECTIONS, rate, strict=True):
-                gauge = pod.rate_gauges.get((device, direction))
-                if gauge is None:
-                    gauge = pod.rate_gauges[device, direction] = self.metrics.io_rate.labels(
-                        namespace, name, device, direction
-                    )
-                    pod.series.add((device, direction))
-                gauge.set(value)
+            rates[device] = ((current.rbytes - before.rbytes) / elapsed, (current.wbytes - before.wbytes) / elapsed)
+        pod.rates = rates
         return rates
+
+    def _rate_samples(self) -> Iterator[tuple[str, str, str, str, float]]:
+        """(namespace, pod, device, direction, B/s) of every known pod; the HTTP thread calls it."""
+        for pod in list(self.pods.values()):
+            if pod.info is None:
+                continue
+            for device, pair in pod.rates.items():
+                for direction, value in zip(DIRECTIONS, pair, strict=True):
+                    yield pod.info.namespace, pod.info.name, device, direction, value
 
     def _observe(self, pod: PodRuntime, policy: PodPolicy, rates: dict[str, tuple[float, float]]) -> None:
         settings = policy.adaptive
@@ -238,19 +241,30 @@ class Agent:
                     allowed.add(self.devices.resolve(spec))
                 except UnknownDevice as error:
                     self._count("unknown_device", f"adaptive.devices: {error}", pod)
-        # Devices that went quiet drop out of io.stat's growth but keep their triggers: rate 0.
-        quiet = {device for device, _ in pod.triggers if device not in rates}
-        observed = [*rates.items(), *((device, (0.0, 0.0)) for device in quiet)]
-        for device, pair in observed:
+        triggers = pod.triggers
+        for device, pair in rates.items():
             if allowed is not None and device not in allowed:
                 continue
             for direction, rate in zip(DIRECTIONS, pair, strict=True):
-                trigger = pod.triggers.get((device, direction))
+                trigger = triggers.get((device, direction))
                 if trigger is None:
-                    trigger = pod.triggers[device, direction] = Trigger()
-                event = trigger.observe(rate, settings)
-                if event:
-                    self._event(pod, device, direction, event, rate)
+                    if rate <= settings.threshold_bps:
+                        continue  # the common case: nothing counted, nothing to keep
+                    trigger = triggers[device, direction] = Trigger()
+                self._step(pod, settings, (device, direction), trigger, rate)
+        # A device without IO this interval has no line growth: its triggers see a rate of 0.
+        for (device, direction), trigger in list(triggers.items()):
+            if device not in rates:
+                self._step(pod, settings, (device, direction), trigger, 0.0)
+
+    def _step(
+        self, pod: PodRuntime, settings: AdaptiveSettings, key: tuple[str, str], trigger: Trigger, rate: float
+    ) -> None:
+        event = trigger.observe(rate, settings)
+        if event:
+            self._event(pod, *key, event, rate)
+        if not trigger.throttled and not trigger.above:
+            del pod.triggers[key]
 
     def _event(self, pod: PodRuntime, device: str, direction: str, event: str, rate: float) -> None:
         namespace, name = self._label(pod)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
 POD_LABELS = ("namespace", "pod")
 IO_LABELS = ("namespace", "pod", "device", "direction")
@@ -17,12 +18,6 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.io_rate = Gauge(
-            "cgroup_limiter_pod_io_bytes_per_second",
-            "Pod IO rate over the last interval, from io.stat",
-            IO_LABELS,
-            registry=r,
-        )
         self.io_limit = Gauge(
             "cgroup_limiter_pod_io_limit_bytes_per_second",
             "The rbps/wbps the agent has written to the pod's io.max (absent: unlimited)",
@@ -67,7 +62,7 @@ class Metrics:
         """Drop a vanished pod's series: device/direction pairs it had."""
         for device, direction in series:
             labels = (namespace, pod, device, direction)
-            for gauge in (self.io_rate, self.io_limit, self.throttled):
+            for gauge in (self.io_limit, self.throttled):
                 with contextlib.suppress(KeyError):
                     gauge.remove(*labels)
             for action in ("throttle", "release"):
@@ -76,6 +71,30 @@ class Metrics:
         for gauge in (self.cpu_weight, self.cpu_max):
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, pod)
+
+    def expose_rates(self, samples: Callable[[], Iterable[tuple[str, str, str, str, float]]]) -> None:
+        """Register the per-pod IO rates, read from the agent at scrape time."""
+        self.registry.register(RateCollector(samples))
+
+
+class RateCollector:
+    """cgroup_limiter_pod_io_bytes_per_second, built when Prometheus scrapes: the scan only keeps
+    the numbers, so the exposition costs once per scrape instead of once per pod per scan."""
+
+    NAME = "cgroup_limiter_pod_io_bytes_per_second"
+    HELP = "Pod IO rate over the last interval, from io.stat"
+
+    def __init__(self, samples: Callable[[], Iterable[tuple[str, str, str, str, float]]]) -> None:
+        self.samples = samples
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(self.NAME, self.HELP, labels=IO_LABELS)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=IO_LABELS)
+        for *labels, value in self.samples():
+            family.add_metric(labels, value)
+        yield family
 
 
 def serve(metrics: Metrics, healthy: Callable[[], bool], address: str, port: int) -> ThreadingHTTPServer:
