@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 from cgroup_limiter.state import load_state
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.limiter.conftest import DISK, MB, FakeNode, sample
 
@@ -206,3 +210,27 @@ def test_vanished_pod_drops_its_state_and_series(node):
     assert NOISY not in load_state(node.base / "state.json")
     labels = {"namespace": "batch", "pod": "etl", "device": DISK, "direction": "write"}
     assert sample(agent, "cgroup_limiter_pod_io_limit_bytes_per_second", **labels) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([0, 10, 30, 60, 150, 400]), min_size=1, max_size=40))
+def test_io_max_is_written_once_per_transition_and_always_matches_the_trigger(rates_mb):
+    with tempfile.TemporaryDirectory() as tmp:
+        node = FakeNode(Path(tmp))
+        path = node.add_pod("etl", NOISY)
+        agent = node.agent()
+        agent.scan()
+        for rate in rates_mb:
+            node.add_bytes(path, wbytes=rate * MB)
+            node.tick(agent)
+            throttled = any(t.throttled for t in agent.pods[NOISY].triggers.values())
+            content = (path / "io.max").read_text()
+            assert (content == CEILING_LINE) == throttled
+        events = sum(
+            sample(agent, "cgroup_limiter_throttle_events_total", **labels) or 0
+            for labels in (
+                {"namespace": "default", "pod": "etl", "device": DISK, "direction": "write", "action": action}
+                for action in ("throttle", "release")
+            )
+        )
+        assert writes(agent) == events
