@@ -70,6 +70,7 @@ MATRIX_SCHEMA: dict[str, Any] = {
                             "description": {"type": "string"},
                             "package_version": {"type": "string", "minLength": 1},
                             "userspace_packages": _PACKAGES,
+                            "persistence_package": {"type": "string", "minLength": 1},
                             "kernel_packages": {
                                 "type": "object",
                                 "required": ["open", "proprietary"],

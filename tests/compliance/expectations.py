@@ -71,6 +71,9 @@ DRIVER_DEFAULTS: dict[str, Derivation] = {
     "nvidia_driver_kernel_packages": lambda v, m, distro: m.driver_source(v["nvidia_driver_source"])["kernel_packages"][
         v["nvidia_driver_kernel_module"]
     ],
+    "nvidia_driver_persistence_package": lambda v, m, distro: m.driver_source(v["nvidia_driver_source"])[
+        "persistence_package"
+    ],
     "nvidia_driver_upgrade_blacklist": lambda v, m, distro: m.data["nvidia_driver"]["upgrade_blacklist"],
 }
 
