@@ -11,7 +11,7 @@ LAB := $(BIN)/python scripts/lab
 LAB_NODES ?= 1
 ENV ?= prod
 PLAYBOOKS := $(wildcard playbooks/*.yml)
-APT_PACKAGES := qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client prometheus rsync
+APT_PACKAGES := qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client prometheus
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .SECONDEXPANSION:

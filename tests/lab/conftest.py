@@ -41,22 +41,6 @@ class LabNode:
             raise AssertionError(f"{self.name}: `{cmd}` exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
         return result
 
-    def put(self, local: Path, remote: str) -> None:
-        ssh = " ".join(self.lab.ssh_command(self.name, [])[:-1])  # everything but the destination
-        subprocess.run(
-            [
-                "rsync",
-                "-a",
-                "--delete",
-                "-e",
-                ssh,
-                f"{local}{'/' if local.is_dir() else ''}",
-                f"root@127.0.0.1:{remote}",
-            ],
-            check=True,
-            capture_output=True,
-        )
-
     def env(self, **extra: str) -> dict[str, str]:
         return {
             **os.environ,
