@@ -1,16 +1,14 @@
 """The compliance suite on the lab node: clean after site.yml, then broken on purpose, one way at a time.
 
-Each test breaks the node, runs `python -m tests.compliance.run` against the lab inventory, checks
+Each test breaks the node (the other driver version is in test_driver_upgrade.py, which
+installs it anyway), runs `python -m tests.compliance.run` against the lab inventory, checks
 that the matching checks fail with a message that says what is wrong, and restores the node with
 the fix an operator would use (then proves it clean again), so the tests run in any order.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,42 +17,13 @@ import pytest
 from platform_matrix import load
 from tests.compliance import report
 from tests.compliance.node_checks import CONTAINERD_CONFIG
-from tests.lab.conftest import REPO, LabNode, stats
+from tests.lab.compliance_run import assert_clean, compliance
+from tests.lab.conftest import LabNode
 
 pytestmark = pytest.mark.lab
 
 SOURCE = load().driver_source("debian-nonfree")
 PIN = SOURCE["package_version"]
-
-
-def compliance(lab_node: LabNode, report_dir: Path) -> tuple[int, dict[str, report.Row]]:
-    """Run the suite through its runner; the exit code and the report's rows by check name."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.compliance.run",
-            "--inventory",
-            str(lab_node.inventory.parent),
-            "--report-dir",
-            str(report_dir),
-        ],
-        cwd=REPO,
-        env=lab_node.env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    rows = report.load(report_dir / report.JSON_NAME)
-    assert {row.node for row in rows} == {lab_node.name}, done.stdout[-3000:]
-    return done.returncode, {row.check: row for row in rows}
-
-
-def assert_clean(lab_node: LabNode, report_dir: Path) -> None:
-    code, rows = compliance(lab_node, report_dir)
-    bad = {check: (row.status, row.message) for check, row in rows.items() if row.status not in ("pass", "skip")}
-    assert code == 0 and not bad, bad
 
 
 @pytest.fixture
@@ -101,27 +70,6 @@ def test_an_unheld_driver_package_fails_driver_held(clean, tmp_path):
     assert rows["driver_held"].status == "fail"
     assert rows["driver_held"].message == f"not hold: {package} (install); run site.yml or `apt-mark hold` them"
     assert rows["driver_packages"].status == "pass"
-
-
-def test_the_other_driver_version_fails_driver_packages_and_the_pin(clean, tmp_path):
-    first = SOURCE["userspace_packages"][0]
-    offered = clean.run(f"apt-get update -qq && apt-cache madison {first} | awk '{{print $3}}'").stdout.split()
-    target = next(v for v in offered if v != PIN)
-    extra = {"nvidia_driver_version": target.split("-")[0], "nvidia_driver_package_version": target}
-    try:
-        upgrade = clean.playbook("playbooks/upgrade_driver.yml", "-e", json.dumps(extra), json_output=False)
-        assert upgrade.returncode == 0, upgrade.stdout[-5000:]
-        code, rows = compliance(clean, tmp_path)
-    finally:
-        back = clean.playbook("playbooks/site.yml")
-        assert back.returncode == 0 and stats(back)["failures"] == 0, back.stdout[-5000:]
-    assert code == 1
-    packages = rows["driver_packages"]
-    assert packages.status == "fail"
-    for package in SOURCE["userspace_packages"]:
-        assert f"{package} is at {target}" in packages.message
-    assert packages.message.endswith(f"the pin (nvidia_driver_package_version, debian-nonfree) is {PIN}")
-    assert rows["apt_pin"].status == "fail" and f"does not pin version {PIN}" in rows["apt_pin"].message
 
 
 def without_nvidia_runtime(config: str) -> str:
