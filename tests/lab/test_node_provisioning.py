@@ -26,10 +26,11 @@ def test_check_mode_on_the_fresh_node_predicts_the_changes(lab_node: LabNode) ->
     assert check.returncode == 0, check.stdout[-4000:]
     predicted = changed_tasks(check)
     for task in (
-        "Enable the driver's apt source (debian-nonfree)",
-        "Pin every NVIDIA package to the exact driver version",
-        "Keep unattended-upgrades away from the driver",
-        "Install containerd",
+        "nvidia_driver : Enable the driver's apt source (debian-nonfree)",
+        "nvidia_driver : Pin every NVIDIA package to the exact driver version",
+        "nvidia_driver : Keep unattended-upgrades away from the driver",
+        "nvidia_container_toolkit : Install containerd",
+        "nvidia_container_toolkit : Write the containerd configuration (nvidia runtime, systemd cgroups, CDI)",
     ):
         assert task in predicted, f"check mode did not predict {task!r}; predicted: {predicted}"
     report = json.loads(check.stdout)
