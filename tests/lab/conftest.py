@@ -7,20 +7,18 @@ node); the VM image comes from the shared cache, so only the first run on a mach
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from lab_fleet.ansible_env import ansible_env
 from lab_fleet.lab import Lab
 
 REPO = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
 
 
 @dataclass
@@ -42,19 +40,18 @@ class LabNode:
         return result
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {
-            **os.environ,
-            "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.fact_cache),
-            "ANSIBLE_NOCOLOR": "1",
-            **extra,
-        }
+        return ansible_env(self.fact_cache, **extra)
 
     def playbook(
-        self, playbook: str = "playbooks/site.yml", *args: str, json_output: bool = True, timeout: float = 1800
+        self,
+        playbook: str = "playbooks/site.yml",
+        *args: str,
+        json_output: bool = True,
+        timeout: float = 1800,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         extra = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {}
+        extra.update(env or {})
         return subprocess.run(
             ["ansible-playbook", "-i", str(self.inventory.parent), playbook, *args],
             cwd=REPO,

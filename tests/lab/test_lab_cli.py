@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -11,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from lab_fleet.ansible_env import ansible_env
 from lab_fleet.vm import qemu_processes
-from tests.lab.conftest import REPO, VENV_BIN
+from tests.lab.conftest import REPO
 
 pytestmark = pytest.mark.lab
 
@@ -21,14 +21,7 @@ def test_two_nodes_ping_then_down_leaves_no_qemu_and_up_reuses_the_image(tmp_pat
     state = tmp_path / "state"
     inventory = tmp_path / "inventory"
     shutil.copytree(REPO / "inventories/lab/group_vars", inventory / "group_vars")
-    env = {
-        **os.environ,
-        "LAB_STATE_DIR": str(state),
-        "LAB_INVENTORY": str(inventory / "hosts.yml"),
-        "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts"),
-    }
+    env = ansible_env(tmp_path / "facts", LAB_STATE_DIR=str(state), LAB_INVENTORY=str(inventory / "hosts.yml"))
 
     def lab(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
