@@ -61,6 +61,13 @@ def test_a_second_run_changes_nothing(lab_node: LabNode) -> None:
     assert stats(again)["changed"] == 0, f"not idempotent, changed: {changed_tasks(again)}"
 
 
+def test_a_second_run_changes_nothing_without_mitogen_either(lab_node: LabNode) -> None:
+    """ansible.cfg runs Mitogen; ANSIBLE_STRATEGY=linear is the documented way back to stock Ansible."""
+    again = lab_node.playbook("playbooks/site.yml", env={"ANSIBLE_STRATEGY": "linear"})
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert stats(again)["changed"] == 0, f"not idempotent under linear, changed: {changed_tasks(again)}"
+
+
 def test_the_pin_and_the_hold_survive_apt_get_upgrade(lab_node: LabNode) -> None:
     lab_node.run("apt-get update -qq", timeout=600)
     offered = lab_node.run(f"apt-cache madison {PACKAGES[0]} | awk '{{print $3}}'").stdout.split()
