@@ -23,10 +23,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab_fleet.ansible_env import PROJECT_CONFIG, ansible_env  # noqa: E402
+from lab_fleet.ansible_env import ansible_env  # noqa: E402
 from lab_fleet.lab import Lab  # noqa: E402
 
 TARGET = 0.5
+PROJECT, LINEAR, STOCK = "project (ansible.cfg)", "project, ANSIBLE_STRATEGY=linear", "stock"
 
 
 def timed_run(inventory: Path, env: dict[str, str], noop: bool = True) -> float:
@@ -46,6 +47,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="no-op re-runs per setting (default 3)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
 
     root = Path(tempfile.mkdtemp(prefix="bench-converge-"))
     inventory = root / "inventory/hosts.yml"
@@ -54,15 +57,15 @@ def main() -> int:
     stock_config = root / "stock.cfg"
     stock_config.write_text(f"[defaults]\nroles_path = {REPO / 'roles'}\nfilter_plugins = {REPO / 'plugins/filter'}\n")
     settings = {
-        "project (ansible.cfg)": ansible_env(root / "facts"),
-        "project, ANSIBLE_STRATEGY=linear": ansible_env(root / "facts", ANSIBLE_STRATEGY="linear"),
-        "stock": ansible_env(root / "facts-stock", config=stock_config),
+        PROJECT: ansible_env(root / "facts"),
+        LINEAR: ansible_env(root / "facts", ANSIBLE_STRATEGY="linear"),
+        STOCK: ansible_env(root / "facts-stock", config=stock_config),
     }
     lab = Lab(state_dir=root / "state", cache_dir=Lab.from_environment().cache_dir, inventory=inventory)
     noop_times: dict[str, list[float]] = {name: [] for name in settings}
     try:
         lab.up(count=1, memory_mb=1536, cpus=2, timeout=600)
-        first = timed_run(inventory, ansible_env(root / "facts", config=PROJECT_CONFIG), noop=False)
+        first = timed_run(inventory, settings[PROJECT], noop=False)
         for _ in range(args.rounds):
             for name, env in settings.items():
                 noop_times[name].append(timed_run(inventory, env))
@@ -74,8 +77,8 @@ def main() -> int:
     print(f"no-op re-run, median of {args.rounds} (each run in seconds):")
     for name, times in noop_times.items():
         print(f"  {name:34s}: {median[name]:7.1f} s  ({', '.join(f'{t:.1f}' for t in times)})")
-    ratio = median["project (ansible.cfg)"] / median["stock"]
-    linear = median["project, ANSIBLE_STRATEGY=linear"] / median["stock"]
+    ratio = median[PROJECT] / median[STOCK]
+    linear = median[LINEAR] / median[STOCK]
     verdict = "met" if ratio <= TARGET else "NOT met"
     print(f"project/stock no-op ratio          : {ratio:.2f} (target <= {TARGET:.2f}: {verdict})")
     print(f"project without Mitogen/stock ratio: {linear:.2f}")
