@@ -1,4 +1,8 @@
-"""`python -m platform_matrix check [--triton 24.05 --driver 535.216.03 ...]`: exit 1 on a problem."""
+"""`python -m platform_matrix check [--triton 24.05 --driver 535.216.03 ...]`: exit 1 on a problem.
+
+`python -m platform_matrix serving-lab-requirements [--no-deps]`: the pip lines of the serving
+lab's venv (mk/serving.mk), one per line.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from platform_matrix import MatrixError, check, load, pinned_stack
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m platform_matrix")
-    parser.add_argument("command", choices=["check"])
+    parser.add_argument("command", choices=["check", "serving-lab-requirements"])
     parser.add_argument("--file", default=None, help="matrix file (default: the repository's)")
     parser.add_argument("--triton", dest="triton_release")
     parser.add_argument("--driver", dest="driver_version")
@@ -20,14 +24,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubernetes", dest="kubernetes_version")
     parser.add_argument("--mig-strategy")
     parser.add_argument("--cuda-forward-compat", action="store_true", default=None)
+    parser.add_argument("--no-deps", action="store_true", help="serving-lab-requirements: the wheel pip installs alone")
     args = vars(parser.parse_args(argv))
     path = args.pop("file")
-    args.pop("command")
+    command = args.pop("command")
+    no_deps = args.pop("no_deps")
     try:
         matrix = load(path) if path else load()
     except MatrixError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if command == "serving-lab-requirements":
+        print("\n".join(matrix.serving_lab_requirements(no_deps=no_deps)))
+        return 0
     stack = pinned_stack(matrix, **args)
     problems = check(matrix, stack)
     for problem in problems:

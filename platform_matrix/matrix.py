@@ -87,6 +87,18 @@ class Matrix:
     def driver_source(self, name: str) -> Mapping[str, Any]:
         return self.data["nvidia_driver"]["sources"][name]
 
+    @property
+    def serving_lab(self) -> Mapping[str, Any]:
+        return self.data["serving_lab"]
+
+    def serving_lab_requirements(self, no_deps: bool = False) -> list[str]:
+        """pip requirement lines for the serving lab's venv: the packages installed with their
+        dependencies, or (no_deps) the Triton wheel, which is installed without them."""
+        lab = self.serving_lab
+        if no_deps:
+            return [f"{lab['triton']['wheel']}=={lab['triton']['wheel_version']}"]
+        return [f"{name}=={version}" for name, version in lab["python_packages"].items()]
+
 
 def _key(path: Iterator[Any] | Any) -> str:
     return ".".join(str(part) for part in path)
@@ -139,6 +151,30 @@ def _cross_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     kubernetes = data["kubernetes"]
     if k8s_minor(kubernetes["version"]) not in kubernetes["supported_minors"]:
         yield "kubernetes.version", f"{kubernetes['version']} is not in supported_minors"
+    yield from _serving_lab_references(data)
+
+
+def _serving_lab_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """The lab's server is one of the deployed releases; its perf_analyzer and CUDA runtime match it."""
+    lab = data["serving_lab"]
+    release = lab["triton"]["release"]
+    if release not in data["triton"]["releases"]:
+        yield "serving_lab.triton.release", f"{release!r} is not one of triton.releases"
+        return
+    server = lab["triton"]["server_version"]
+    client = lab["python_packages"]["tritonclient"]
+    if client != server:
+        yield (
+            "serving_lab.python_packages.tritonclient",
+            f"{client} is not the server version {server}: perf_analyzer must come from the same release",
+        )
+    cuda = data["triton"]["releases"][release]["cuda"]
+    runtime = lab["python_packages"]["nvidia-cuda-runtime-cu12"]
+    if runtime.split(".")[:2] != cuda.split(".")[:2]:
+        yield (
+            "serving_lab.python_packages.nvidia-cuda-runtime-cu12",
+            f"{runtime} is not the CUDA {cuda} of release {release} (major.minor must match)",
+        )
 
 
 def parse(data: Any, path: Path | str) -> Matrix:

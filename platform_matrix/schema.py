@@ -15,6 +15,36 @@ _IMAGE = {
     },
 }
 _PACKAGES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+_PIN = {"type": "string", "pattern": r"^\d+(\.\d+)+$"}
+_MINOR = {"type": "string", "pattern": r"^\d+\.\d+$"}
+_SERVING_LAB = {
+    "type": "object",
+    "required": ["triton", "python_packages", "debian_packages"],
+    "additionalProperties": False,
+    "properties": {
+        "triton": {
+            "type": "object",
+            "required": ["wheel", "wheel_version", "server_version", "release"],
+            "additionalProperties": False,
+            "properties": {
+                "wheel": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"},
+                "wheel_version": _PIN,
+                "server_version": _PIN,
+                "release": {"type": "string", "pattern": r"^\d{2}\.\d{2}$"},
+            },
+        },
+        "python_packages": {
+            "type": "object",
+            "required": ["tritonclient", "onnxruntime", "numpy", "nvidia-cuda-runtime-cu12"],
+            "additionalProperties": _PIN,
+        },
+        "debian_packages": {
+            "type": "object",
+            "required": ["prometheus", "prometheus-alertmanager"],
+            "additionalProperties": _MINOR,
+        },
+    },
+}
 
 MATRIX_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -30,6 +60,7 @@ MATRIX_SCHEMA: dict[str, Any] = {
         "gpu_products",
         "kernel_modules",
         "operating_systems",
+        "serving_lab",
     ],
     "additionalProperties": False,
     "properties": {
@@ -175,5 +206,6 @@ MATRIX_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        "serving_lab": _SERVING_LAB,
     },
 }
