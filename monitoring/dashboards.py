@@ -1,0 +1,559 @@
+"""The Grafana dashboards of the serving stack, built with the Grafana Foundation SDK.
+
+    triton            golden signals per model and version: traffic, errors, latency, queue time
+    triton-batching   queue and batch behaviour: batch size, queue vs compute, pending, saturation
+    gpu-health        DCGM: temperature, utilisation, framebuffer, XID, ECC row remapping, power
+    cgroup-limiter    the IO/CPU limiter agent: IO against limits, throttling, scans, errors
+
+`build()` writes them to monitoring/generated/dashboards/ (committed; Grafana's sidecar loads
+them from ConfigMaps); `check()` says when those files are stale or a panel reads a metric that
+no exporter produces (monitoring/metric_names.py says which do).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import common, dashboard, prometheus, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import units
+from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement
+from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh, VariableSort
+
+from monitoring.metric_names import ROOT, catalog
+
+GENERATED = Path(__file__).resolve().parent / "generated" / "dashboards"
+TAGS = ["gpu-serving"]
+DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
+RATE = "[$__rate_interval]"
+
+TRITON = '{model=~"$model", version=~"$version"}'
+BY_VERSION = "model, version"
+NODE = '{node=~"$node"}'
+BY_GPU = "node, gpu, modelName"
+# The ServiceMonitors of the add-ons keep the target's namespace and pod, so the pod that the
+# limiter reports on is in exported_namespace and exported_pod.
+BY_POD = "node, exported_namespace, exported_pod"
+POD = "{{exported_namespace}}/{{exported_pod}}"
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    unit: str
+    description: str
+    queries: tuple[Query, ...]
+
+
+Section = tuple[str, tuple[Panel, ...]]
+
+
+def _label(*labels: str) -> str:
+    return " ".join("{{" + label + "}}" for label in labels)
+
+
+VERSION = _label("model") + " v" + _label("version")
+GPU = _label("node") + " GPU " + _label("gpu")
+
+
+def _rate(metric: str, selector: str, by: str) -> str:
+    return f"sum by ({by}) (rate({metric}{selector}{RATE}))"
+
+
+def _per_request(metric: str) -> str:
+    """A cumulative Triton duration (µs) divided by the successful requests it covers."""
+    return f"{_rate(metric, TRITON, BY_VERSION)} / {_rate('nv_inference_request_success', TRITON, BY_VERSION)}"
+
+
+def _quantiles(metric: str) -> tuple[Query, ...]:
+    """P50/P95/P99 of a Triton summary (per pod; the worst pod is shown)."""
+    return tuple(
+        Query(
+            f'max by ({BY_VERSION}) ({metric}{{model=~"$model", version=~"$version", quantile="{q}"}})',
+            f"{VERSION} {label}",
+        )
+        for q, label in (("0.5", "P50"), ("0.95", "P95"), ("0.99", "P99"))
+    )
+
+
+def _triton() -> tuple[Section, ...]:
+    requests = f"({_rate('nv_inference_request_success', TRITON, BY_VERSION)}"
+    requests += f" + {_rate('nv_inference_request_failure', TRITON, BY_VERSION)})"
+    return (
+        (
+            "Traffic and errors",
+            (
+                Panel(
+                    "Request rate",
+                    units.RequestsPerSecond,
+                    "Inference requests per second, successful and failed.",
+                    (Query(requests, VERSION),),
+                ),
+                Panel(
+                    "Error ratio",
+                    units.PercentUnit,
+                    "Failed requests over all requests.",
+                    (Query(f"{_rate('nv_inference_request_failure', TRITON, BY_VERSION)} / {requests}", VERSION),),
+                ),
+                Panel(
+                    "Failures by reason",
+                    units.RequestsPerSecond,
+                    "Failed requests per second by Triton's reason (REJECTED, CANCELED, BACKEND, OTHER).",
+                    (
+                        Query(
+                            _rate("nv_inference_request_failure", TRITON, f"{BY_VERSION}, reason"),
+                            f"{VERSION} {_label('reason')}",
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        (
+            "Latency",
+            (
+                Panel(
+                    "Request latency P50 / P95 / P99",
+                    units.Microseconds,
+                    "End-to-end request time inside Triton (queue and compute), from its summary metric "
+                    "(--metrics-config summary_latencies=true); the slowest pod's quantile.",
+                    _quantiles("nv_inference_request_summary_us"),
+                ),
+                Panel(
+                    "Queue time per request",
+                    units.Microseconds,
+                    "Average time a successful request waited in the scheduler queue (the HPA's signal).",
+                    (Query(_per_request("nv_inference_queue_duration_us"), VERSION),),
+                ),
+            ),
+        ),
+    )
+
+
+def _batching() -> tuple[Section, ...]:
+    compute = ("input", "infer", "output")
+    executions = _rate("nv_inference_exec_count", TRITON, BY_VERSION)
+    busy = " + ".join(f"rate(nv_inference_compute_{step}_duration_us{TRITON}{RATE})" for step in compute)
+    return (
+        (
+            "Batching",
+            (
+                Panel(
+                    "Batch size achieved",
+                    units.Short,
+                    "Inferences per model execution: how full the (dynamic) batches are.",
+                    (Query(f"{_rate('nv_inference_count', TRITON, BY_VERSION)} / {executions}", VERSION),),
+                ),
+                Panel(
+                    "Executions per second",
+                    units.OpsPerSecond,
+                    "Model executions (batches) per second.",
+                    (Query(executions, VERSION),),
+                ),
+            ),
+        ),
+        (
+            "Queue and compute",
+            (
+                Panel(
+                    "Queue vs compute time per request",
+                    units.Microseconds,
+                    "Average time of a successful request in the queue and in each compute step.",
+                    (
+                        Query(_per_request("nv_inference_queue_duration_us"), f"{VERSION} queue"),
+                        *(
+                            Query(_per_request(f"nv_inference_compute_{step}_duration_us"), f"{VERSION} {step}")
+                            for step in compute
+                        ),
+                    ),
+                ),
+                Panel(
+                    "Pending requests",
+                    units.Short,
+                    "Requests received and not yet executing, summed over pods.",
+                    (Query(f"sum by ({BY_VERSION}) (nv_inference_pending_request_count{TRITON})", VERSION),),
+                ),
+            ),
+        ),
+        (
+            "Saturation",
+            (
+                Panel(
+                    "Busy instances",
+                    units.Short,
+                    "Model instances busy on average: compute time per second, counted once per "
+                    "execution (every request of a batch reports the batch's compute time). Compare "
+                    "with the instance_group count of the model's config.",
+                    (
+                        Query(
+                            f"sum by ({BY_VERSION}) ({busy}) / 1e6 * {executions}"
+                            f" / {_rate('nv_inference_request_success', TRITON, BY_VERSION)}",
+                            VERSION,
+                        ),
+                    ),
+                ),
+                Panel(
+                    "Queue share of request time",
+                    units.PercentUnit,
+                    "Time waiting for a free instance over the whole request time: near 1, every "
+                    "instance is busy and requests queue.",
+                    (
+                        Query(
+                            f"{_rate('nv_inference_queue_duration_us', TRITON, BY_VERSION)}"
+                            f" / {_rate('nv_inference_request_duration_us', TRITON, BY_VERSION)}",
+                            VERSION,
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def _gpu(metric: str) -> str:
+    return f"max by ({BY_GPU}) ({metric}{NODE})"
+
+
+def _gpu_health() -> tuple[Section, ...]:
+    return (
+        (
+            "Load",
+            (
+                Panel(
+                    "GPU utilisation",
+                    units.Percent,
+                    "Time a kernel was running (DCGM_FI_DEV_GPU_UTIL), and the memory copy engine's.",
+                    (
+                        Query(_gpu("DCGM_FI_DEV_GPU_UTIL"), f"{GPU} compute"),
+                        Query(_gpu("DCGM_FI_DEV_MEM_COPY_UTIL"), f"{GPU} memory copy"),
+                    ),
+                ),
+                Panel(
+                    "Framebuffer used",
+                    units.Mebibytes,
+                    "GPU memory in use, against the total (used + free).",
+                    (
+                        Query(_gpu("DCGM_FI_DEV_FB_USED"), f"{GPU} used"),
+                        Query(
+                            f"{_gpu('DCGM_FI_DEV_FB_USED')} + {_gpu('DCGM_FI_DEV_FB_FREE')}",
+                            f"{GPU} total",
+                        ),
+                    ),
+                ),
+                Panel(
+                    "Power draw",
+                    units.Watt,
+                    "Board power (DCGM_FI_DEV_POWER_USAGE).",
+                    (Query(_gpu("DCGM_FI_DEV_POWER_USAGE"), GPU),),
+                ),
+                Panel(
+                    "Temperature",
+                    units.Celsius,
+                    "GPU die and memory temperature.",
+                    (
+                        Query(_gpu("DCGM_FI_DEV_GPU_TEMP"), f"{GPU} GPU"),
+                        Query(_gpu("DCGM_FI_DEV_MEMORY_TEMP"), f"{GPU} memory"),
+                    ),
+                ),
+            ),
+        ),
+        (
+            "Errors",
+            (
+                Panel(
+                    "Last XID error",
+                    units.NoUnit,
+                    "The code of the last XID error the driver reported (0: none since the exporter started).",
+                    (Query(_gpu("DCGM_FI_DEV_XID_ERRORS"), GPU),),
+                ),
+                Panel(
+                    "ECC: remapped rows",
+                    units.Short,
+                    "Memory rows remapped after correctable and uncorrectable ECC errors, and whether a "
+                    "remap failed (1: the GPU needs service).",
+                    (
+                        Query(_gpu("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"), f"{GPU} correctable"),
+                        Query(_gpu("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"), f"{GPU} uncorrectable"),
+                        Query(_gpu("DCGM_FI_DEV_ROW_REMAP_FAILURE"), f"{GPU} remap failure"),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def _limiter() -> tuple[Section, ...]:
+    io_by = f"{BY_POD}, device, direction"
+    io_legend = f"{POD} {_label('device')} {_label('direction')}"
+    return (
+        (
+            "Pods",
+            (
+                Panel(
+                    "Pod IO rate and limit",
+                    units.BytesPerSecondSI,
+                    "Each pod's read/write rate from io.stat, and the io.max limit the agent wrote.",
+                    (
+                        Query(f"sum by ({io_by}) (cgroup_limiter_pod_io_bytes_per_second{NODE})", f"{io_legend} rate"),
+                        Query(
+                            f"sum by ({io_by}) (cgroup_limiter_pod_io_limit_bytes_per_second{NODE})",
+                            f"{io_legend} limit",
+                        ),
+                    ),
+                ),
+                Panel(
+                    "Throttled pods",
+                    units.Short,
+                    "Pods under an adaptive throttle, per node.",
+                    (Query(f"sum by (node) (cgroup_limiter_pod_throttled{NODE})", _label("node")),),
+                ),
+                Panel(
+                    "Throttle transitions",
+                    units.OpsPerSecond,
+                    "Adaptive throttles applied and released per second.",
+                    (
+                        Query(
+                            _rate("cgroup_limiter_throttle_events_total", NODE, "node, action"),
+                            _label("node", "action"),
+                        ),
+                    ),
+                ),
+                Panel(
+                    "CPU max applied",
+                    units.Short,
+                    "cpu.max the agent applied, in cores (quota / period).",
+                    (Query(f"max by ({BY_POD}) (cgroup_limiter_pod_cpu_max_cores{NODE})", POD),),
+                ),
+            ),
+        ),
+        (
+            "Agent",
+            (
+                Panel(
+                    "Scan duration P99",
+                    units.Seconds,
+                    "Time of one scan of every pod cgroup, 99th percentile.",
+                    (
+                        Query(
+                            "histogram_quantile(0.99, "
+                            f"{_rate('cgroup_limiter_scan_duration_seconds_bucket', NODE, 'node, le')})",
+                            _label("node"),
+                        ),
+                    ),
+                ),
+                Panel(
+                    "Time since the last scan",
+                    units.Seconds,
+                    "Seconds since the agent last completed a scan (/healthz fails when it grows).",
+                    (
+                        Query(
+                            f"time() - max by (node) (cgroup_limiter_last_scan_timestamp_seconds{NODE})",
+                            _label("node"),
+                        ),
+                    ),
+                ),
+                Panel(
+                    "Pod cgroups",
+                    units.Short,
+                    "Pod cgroups seen in the last scan, by state (managed, protected, unidentified).",
+                    (Query(f"sum by (node, state) (cgroup_limiter_pod_cgroups{NODE})", _label("node", "state")),),
+                ),
+                Panel(
+                    "Errors and writes",
+                    units.OpsPerSecond,
+                    "Errors the agent survived, by reason, and writes to cgroup files, by file.",
+                    (
+                        Query(
+                            _rate("cgroup_limiter_errors_total", NODE, "node, reason"),
+                            _label("node") + " error " + _label("reason"),
+                        ),
+                        Query(
+                            _rate("cgroup_limiter_writes_total", NODE, "node, file"),
+                            _label("node") + " write " + _label("file"),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def _variable(name: str, query: str) -> dashboard.QueryVariable:
+    return (
+        dashboard.QueryVariable(name)
+        .label(name)
+        .datasource(DATASOURCE)
+        .query(query)
+        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(VariableSort.NATURAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+    )
+
+
+MODEL_VARIABLES = (
+    _variable("model", "label_values(nv_inference_request_success, model)"),
+    _variable("version", 'label_values(nv_inference_request_success{model=~"$model"}, version)'),
+)
+
+
+def _panel(number: int, panel: Panel) -> timeseries.Panel:
+    built = (
+        timeseries.Panel()
+        .id(number)
+        .title(panel.title)
+        .description(panel.description)
+        .unit(panel.unit)
+        .datasource(DATASOURCE)
+        .span(12)
+        .height(8)
+        .legend(
+            common.VizLegendOptions()
+            .show_legend(True)
+            .display_mode(LegendDisplayMode.TABLE)
+            .placement(LegendPlacement.BOTTOM)
+            .calcs(["mean", "max"])
+        )
+    )
+    for ref, query in zip("ABCDEFGH", panel.queries, strict=False):
+        built.with_target(prometheus.Dataquery().ref_id(ref).expr(query.expr).legend_format(query.legend))
+    return built
+
+
+def _board(
+    uid: str,
+    title: str,
+    description: str,
+    variables: tuple[dashboard.QueryVariable, ...],
+    sections: tuple[Section, ...],
+) -> dict[str, Any]:
+    board = (
+        dashboard.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(TAGS)
+        .time("now-1h", "now")
+        .refresh("30s")
+        .timezone("browser")
+        .with_variable(dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus"))
+    )
+    for variable in variables:
+        board.with_variable(variable)
+    number = 0
+    for heading, panels in sections:
+        number += 1
+        board.with_row(dashboard.Row(heading).id(number).collapsed(False))
+        for panel in panels:
+            number += 1
+            board.with_panel(_panel(number, panel))
+    return json.loads(json.dumps(board.build(), cls=JSONEncoder))
+
+
+def dashboards() -> dict[str, dict]:
+    """File stem -> Grafana dashboard JSON model."""
+    node_variable = (_variable("node", "label_values(DCGM_FI_DEV_GPU_TEMP, node)"),)
+    limiter_node = (_variable("node", "label_values(cgroup_limiter_last_scan_timestamp_seconds, node)"),)
+    return {
+        "triton": _board(
+            "gpu-serving-triton",
+            "Triton: golden signals",
+            "Traffic, errors and latency of every model version that Triton serves.",
+            MODEL_VARIABLES,
+            _triton(),
+        ),
+        "triton-batching": _board(
+            "gpu-serving-triton-batching",
+            "Triton: queue and batching",
+            "Dynamic batching, queue against compute time, pending requests and instance saturation.",
+            MODEL_VARIABLES,
+            _batching(),
+        ),
+        "gpu-health": _board(
+            "gpu-serving-gpu-health",
+            "GPU health (DCGM)",
+            "Per-GPU telemetry of the DCGM exporter on every GPU node.",
+            node_variable,
+            _gpu_health(),
+        ),
+        "cgroup-limiter": _board(
+            "gpu-serving-cgroup-limiter",
+            "cgroup limiter",
+            "The node agent that limits pods' IO and CPU through cgroup v2.",
+            limiter_node,
+            _limiter(),
+        ),
+    }
+
+
+def render(board: dict) -> str:
+    return json.dumps(board, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def build(out_dir: Path) -> list[Path]:
+    """Write every dashboard as `<stem>.json`; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, board in sorted(dashboards().items()):
+        path = out_dir / f"{stem}.json"
+        path.write_text(render(board), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def panels(board: dict) -> Iterator[dict]:
+    """Every panel that queries (rows only group them)."""
+    for panel in board.get("panels", []):
+        if panel.get("type") == "row":
+            yield from panel.get("panels", [])
+        else:
+            yield panel
+
+
+_LABEL_VALUES = re.compile(r"label_values\((?P<expr>.*),\s*\w+\)\s*$", re.DOTALL)
+
+
+def queries(board: dict) -> Iterator[tuple[str, str]]:
+    """(what, PromQL) for every panel target and every query variable of a dashboard."""
+    for panel in panels(board):
+        for target in panel.get("targets", []):
+            yield f"panel {panel.get('title')!r}", target.get("expr", "")
+    for variable in board.get("templating", {}).get("list", []):
+        selector = _LABEL_VALUES.match(variable.get("query", "")) if variable.get("type") == "query" else None
+        if selector:
+            yield f"variable {variable['name']!r}", selector.group("expr")
+
+
+def check() -> list[str]:
+    """Stale or missing generated files, and panel queries that read a metric nothing produces."""
+    boards = dashboards()
+    problems = []
+    expected = {f"{stem}.json": render(board) for stem, board in boards.items()}
+    present = {path.name: path for path in GENERATED.glob("*.json")}
+    for name in sorted(expected.keys() | present.keys()):
+        where = (GENERATED / name).relative_to(ROOT)
+        if name not in present:
+            problems.append(f"{where}: missing; run `python -m monitoring.dashboards`")
+        elif name not in expected:
+            problems.append(f"{where}: no dashboard builds it any more; delete it")
+        elif present[name].read_text(encoding="utf-8") != expected[name]:
+            problems.append(f"{where}: out of date; run `python -m monitoring.dashboards`")
+    known = catalog()
+    for stem, board in sorted(boards.items()):
+        problems += known.problems(str((GENERATED / f"{stem}.json").relative_to(ROOT)), queries(board))
+    return problems
+
+
+if __name__ == "__main__":
+    for written in build(GENERATED):
+        print(f"wrote {written.relative_to(Path.cwd()) if written.is_relative_to(Path.cwd()) else written}")

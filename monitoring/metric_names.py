@@ -1,0 +1,145 @@
+"""Which metric names exist, and which queries name one that does not.
+
+A name exists when something produces it:
+- Triton: a real `/metrics` scrape of the lab's tritonserver under load, with summary latencies
+  on (TRITON_SCRAPE; `make monitoring-triton-scrape` records it again, and a serving_lab test
+  proves that a live scrape still has the same names);
+- the DCGM exporter: the counters.csv that the rendered add-ons deploy (deploy/addons/<env>/),
+  in every environment;
+- the cgroup limiter: the families its code registers (limiter/cgroup_limiter/metrics.py), as
+  prometheus_client exposes them;
+- the recording rules of monitoring/generated/rules.yml;
+- Prometheus itself: `up`, `ALERTS` and the other series it writes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from monitoring.promql import PromQLError, metric_names
+
+ROOT = Path(__file__).resolve().parents[1]
+TRITON_SCRAPE = ROOT / "tests/monitoring/fixtures/triton-2.51-metrics.txt"
+ADDONS = ROOT / "deploy/addons"
+LIMITER_METRICS = ROOT / "limiter/cgroup_limiter/metrics.py"
+RULES = ROOT / "monitoring/generated/rules.yml"
+
+# Series that Prometheus writes itself: one set per scrape target, and one per firing alert.
+PROMETHEUS = frozenset(
+    {
+        "up",
+        "scrape_duration_seconds",
+        "scrape_samples_scraped",
+        "scrape_samples_post_metric_relabeling",
+        "scrape_series_added",
+        "ALERTS",
+        "ALERTS_FOR_STATE",
+    }
+)
+# The samples of one family, by type, as prometheus_client writes them (text format 0.0.4).
+_CLIENT_SAMPLES = {
+    "counter": ("_total", "_created"),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "summary": ("", "_count", "_sum", "_created"),
+    "info": ("_info",),
+}
+_SAMPLE = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)(?:\{|\s)")
+_TYPE = re.compile(r"# TYPE ([A-Za-z_:][A-Za-z0-9_:]*) (\w+)")
+
+
+def exposition_names(text: str) -> set[str]:
+    """Every sample name of a text exposition, plus the families declared without samples (a
+    summary or histogram with its _sum and _count, and _bucket)."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        declared = _TYPE.match(line)
+        if declared:
+            name, kind = declared.groups()
+            names.add(name)
+            if kind in ("summary", "histogram"):
+                names.update({f"{name}_sum", f"{name}_count"})
+            if kind == "histogram":
+                names.add(f"{name}_bucket")
+        elif line and not line.startswith("#") and (sample := _SAMPLE.match(line)):
+            names.add(sample.group(1))
+    return names
+
+
+def triton(scrape: Path = TRITON_SCRAPE) -> set[str]:
+    return exposition_names(scrape.read_text(encoding="utf-8"))
+
+
+def dcgm(addons: Path = ADDONS) -> set[str]:
+    """The DCGM fields that the dcgm-exporter-counters ConfigMap configures in every rendered
+    environment (dcgm-exporter names each metric after its field)."""
+    per_env: list[set[str]] = []
+    for manifest in sorted(addons.glob("*/20-dcgm-exporter.yaml")):
+        for document in yaml.safe_load_all(manifest.read_text(encoding="utf-8")):
+            if document and document["kind"] == "ConfigMap" and "counters.csv" in document.get("data", {}):
+                rows = document["data"]["counters.csv"].splitlines()
+                per_env.append({row.split(",")[0].strip() for row in rows if row.strip() and row[0] != "#"})
+    if not per_env:
+        raise FileNotFoundError(f"no dcgm-exporter counters.csv under {addons}: run `make render-addons`")
+    return set.intersection(*per_env)
+
+
+def _limiter_module() -> ModuleType:
+    """limiter/cgroup_limiter/metrics.py on its own: it imports nothing else of the agent."""
+    spec = importlib.util.spec_from_file_location("cgroup_limiter_metrics", LIMITER_METRICS)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {LIMITER_METRICS}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def limiter() -> set[str]:
+    """Every sample name the limiter's /metrics can carry: the families of its Metrics (with
+    the IO rates that the agent registers at start), expanded as prometheus_client writes them."""
+    metrics = _limiter_module().Metrics()
+    metrics.expose_rates(list)
+    return {family.name + suffix for family in metrics.registry.collect() for suffix in _CLIENT_SAMPLES[family.type]}
+
+
+def rules(path: Path = RULES) -> list[dict[str, Any]]:
+    """Every rule of a Prometheus rule file (none while the file does not exist)."""
+    if not path.exists():
+        return []
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return [rule for group in document.get("groups", []) for rule in group.get("rules", [])]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    sources: dict[str, str]  # metric name -> what produces it
+
+    def problems(self, file: str, queries: Iterable[tuple[str, str]]) -> list[str]:
+        """One line per query that cannot be read or names a metric nothing produces; queries are
+        (what, PromQL) pairs, `what` naming the panel or rule."""
+        found = []
+        for what, expr in queries:
+            try:
+                missing = sorted(metric_names(expr) - self.sources.keys())
+            except PromQLError as exc:
+                found.append(f"{file}: {what}: {exc}")
+                continue
+            found += [f"{file}: {what}: {name} is produced by no exporter, rule or Prometheus" for name in missing]
+        return found
+
+
+def catalog() -> Catalog:
+    sources = dict.fromkeys(PROMETHEUS, "Prometheus")
+    sources |= dict.fromkeys(triton(), f"Triton ({TRITON_SCRAPE.name})")
+    sources |= dict.fromkeys(dcgm(), "DCGM exporter (counters.csv)")
+    sources |= dict.fromkeys(limiter(), "cgroup limiter")
+    sources |= {rule["record"]: f"recording rule ({RULES.name})" for rule in rules() if "record" in rule}
+    return Catalog(sources)
