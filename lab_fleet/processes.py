@@ -1,0 +1,123 @@
+"""Local server processes for the serving lab: loopback ports, process groups, readiness.
+
+Every server runs in its own session (process group), so stopping it also stops what it
+started (Triton's Python backend stubs). Groups are found through /proc, which works from
+another process too (`scripts/serve-lab down`), and zombies count as gone: the lab's servers
+may outlive the process that started them, and PID 1 here need not reap them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def spawn(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start argv in a new session, stdout and stderr to `log` (truncated)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, process group) of a process, None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return fields[0], int(fields[2])
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (non-zombie) processes of a process group."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) and stat[1] == pgid and stat[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def command_of(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def stop_group(pgid: int, timeout: float = 15) -> None:
+    """SIGTERM the group, SIGKILL what is left after `timeout`, return once none is alive."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        if not group_members(pgid):
+            return
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if members := group_members(pgid):
+        raise RuntimeError(f"process group {pgid} survived SIGKILL: {members}")
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_ready(
+    url: str, timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None
+) -> None:
+    """Poll `url` until it answers 200; raise, with the log's tail, on timeout or when `proc` exits."""
+    deadline = time.monotonic() + timeout
+    while not http_ok(url):
+        if proc is not None and proc.poll() is not None:
+            raise ServerError(f"{what} exited with status {proc.returncode} before {url} answered", log)
+        if time.monotonic() > deadline:
+            raise ServerError(f"{what} did not answer 200 on {url} within {timeout:g} s", log)
+        time.sleep(0.1)
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:
+    """Poll `check` until it is true; the error says what was awaited."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def log_tail(log: Path | None, lines: int = 30) -> str:
+    if log is None or not log.exists():
+        return ""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+class ServerError(RuntimeError):
+    """A lab server failed to start; the message ends with the tail of its log."""
+
+    def __init__(self, message: str, log: Path | None = None) -> None:
+        tail = log_tail(log)
+        super().__init__(f"{message}\n--- {log} (last lines) ---\n{tail}" if tail else message)

@@ -1,0 +1,160 @@
+"""A real tritonserver on this machine's CPU, from PyPI's nvidia-pytriton wheel in .venv-triton.
+
+The wheel carries the server and its Python backend; the run dir gets a backend directory
+that holds that backend (with the stub for the venv's Python) and the Python-based
+onnxruntime backend of lab_fleet/backends, so model_repository/ loads with its configs as
+committed. Versions come from platform_matrix/matrix.yml (`serving_lab`); `make
+.venv-triton/.stamp` builds the venv.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from lab_fleet.processes import LOOPBACK, ServerError, free_port, spawn, stop_group, wait_ready
+
+REPO = Path(__file__).resolve().parents[1]
+TRITON_VENV = REPO / ".venv-triton"
+BACKEND_SOURCES = Path(__file__).with_name("backends")
+
+
+class TritonNotInstalledError(RuntimeError):
+    pass
+
+
+def _site_packages() -> Path:
+    """The venv's site-packages; raises naming the make target when the venv is not built."""
+    found = sorted(TRITON_VENV.glob("lib/python3.*/site-packages"))
+    if not (TRITON_VENV / ".stamp").exists() or not found or not (found[-1] / "pytriton/tritonserver").is_dir():
+        raise TritonNotInstalledError(
+            f"{TRITON_VENV} is missing or incomplete: run `make .venv-triton/.stamp` (needs the main venv)"
+        )
+    return found[-1]
+
+
+def _env(*library_dirs: Path) -> dict[str, str]:
+    """The process environment: the venv's bin/ first on PATH (the backend stub finds numpy
+    through it, it ignores PYTHONPATH) and the given directories on LD_LIBRARY_PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{TRITON_VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([*map(str, library_dirs), env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def assemble_backends(target: Path) -> Path:
+    """A backend directory: the wheel's `python` backend with its stub, plus lab_fleet/backends/*."""
+    site = _site_packages()
+    server = site / "pytriton/tritonserver"
+    python_version = site.parent.name.removeprefix("python")
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(server / "backends/python", target / "python", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(server / f"python_backend_stubs/{python_version}/triton_python_backend_stub", target / "python")
+    for backend in BACKEND_SOURCES.iterdir():
+        if (backend / "model.py").is_file():
+            shutil.copytree(backend, target / backend.name, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+class TritonProcess:
+    """tritonserver on free loopback ports; `with TritonProcess(...) as triton:` stops it on exit."""
+
+    def __init__(self, model_repository: Path, run_dir: Path, extra_args: Sequence[str] = ()) -> None:
+        self.model_repository = Path(model_repository)
+        self.run_dir = Path(run_dir)
+        self.extra_args = list(extra_args)
+        self.log = self.run_dir / "tritonserver.log"
+        self.ports: dict[str, int] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports['http']}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{LOOPBACK}:{self.ports['grpc']}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports['metrics']}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def command(self) -> list[str]:
+        server = _site_packages() / "pytriton/tritonserver/bin/tritonserver"
+        return [
+            str(server),
+            f"--model-repository={self.model_repository}",
+            f"--backend-directory={self.run_dir / 'backends'}",
+            f"--http-address={LOOPBACK}",
+            f"--http-port={self.ports['http']}",
+            f"--grpc-address={LOOPBACK}",
+            f"--grpc-port={self.ports['grpc']}",
+            f"--metrics-address={LOOPBACK}",
+            f"--metrics-port={self.ports['metrics']}",
+            "--allow-sagemaker=false",
+            "--allow-vertex-ai=false",
+            "--allow-gpu-metrics=false",
+            "--metrics-config=summary_latencies=true",
+            *self.extra_args,
+        ]
+
+    def start(self, timeout: float = 60) -> None:
+        """Start on fresh free ports and wait for readiness; a server already started stays as it is."""
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        self.stop()
+        site = _site_packages()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        assemble_backends(self.run_dir / "backends")
+        self.ports = {name: free_port() for name in ("http", "grpc", "metrics")}
+        self._proc = spawn(self.command(), self.log, _env(site / "nvidia_pytriton.libs"))
+        try:
+            wait_ready(f"{self.http_url}/v2/health/ready", timeout, "tritonserver", self._proc, self.log)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        stop_group(proc.pid)
+        proc.wait()
+
+    def __enter__(self) -> TritonProcess:
+        self.start()  # nothing to do when the caller started it already
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def perf_analyzer(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the perf_analyzer of the venv's tritonclient wheel (it loads libcudart even on the CPU)."""
+    site = _site_packages()
+    binary = TRITON_VENV / "bin/perf_analyzer"
+    if not binary.exists():
+        raise TritonNotInstalledError(f"{binary} is missing: run `make .venv-triton/.stamp`")
+    return subprocess.run(
+        [str(binary), *args],
+        env=_env(site / "nvidia/cuda_runtime/lib"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+__all__ = ["TRITON_VENV", "ServerError", "TritonNotInstalledError", "TritonProcess", "perf_analyzer"]

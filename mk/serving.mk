@@ -1,0 +1,37 @@
+# The serving lab (lab_fleet/serving.py, scripts/serve-lab): a real tritonserver on the CPU,
+# Prometheus with the project's rules and Alertmanager with its routes, on loopback ports.
+#   make serve-lab            up; prints the URLs (state, logs and data under .lab/serving)
+#   make serve-lab-status     what runs, where, and whether it answers
+#   make serve-lab-down       stops every process that `up` started
+#   make test-serving-lab     pytest -m serving_lab (tests/serving_lab)
+# Needs the Debian packages prometheus, prometheus-alertmanager and libb64-0d (`make deps`).
+.PHONY: serve-lab serve-lab-down serve-lab-status test-serving-lab
+
+TRITON_VENV := .venv-triton
+# Debian's Python: the wheel's backend stub links the system libpython3.X (package libpython3.11).
+TRITON_PYTHON ?= /usr/bin/python3
+SERVE_LAB := $(BIN)/python scripts/serve-lab
+
+# The lab's own venv, every pin from platform_matrix/matrix.yml (serving_lab); rebuilt when
+# the matrix changes. The Triton wheel goes in without its dependencies (PyTriton's Python side).
+$(TRITON_VENV)/.stamp: platform_matrix/matrix.yml | $(VENV)/.stamp
+	rm -f $@
+	$(TRITON_PYTHON) -m venv $(TRITON_VENV)
+	$(BIN)/python -m platform_matrix serving-lab-requirements > $(TRITON_VENV)/requirements.txt
+	$(BIN)/python -m platform_matrix serving-lab-requirements --no-deps > $(TRITON_VENV)/requirements-no-deps.txt
+	$(TRITON_VENV)/bin/pip install -q --disable-pip-version-check -r $(TRITON_VENV)/requirements.txt
+	$(TRITON_VENV)/bin/pip install -q --disable-pip-version-check --no-deps -r $(TRITON_VENV)/requirements-no-deps.txt
+	touch $@
+
+serve-lab: deps venv $(TRITON_VENV)/.stamp
+	$(SERVE_LAB) up
+
+serve-lab-down: venv
+	$(SERVE_LAB) down
+
+serve-lab-status: venv
+	$(SERVE_LAB) status
+
+TEST_TARGETS += test-serving-lab
+test-serving-lab: deps venv $(TRITON_VENV)/.stamp
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m serving_lab tests/serving_lab
