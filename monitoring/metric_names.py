@@ -2,8 +2,8 @@
 
 A name exists when something produces it:
 - Triton: a real `/metrics` scrape of the lab's tritonserver under load, with summary latencies
-  on (TRITON_SCRAPE; `make monitoring-triton-scrape` records it again, and a serving_lab test
-  proves that a live scrape still has the same names);
+  on (TRITON_SCRAPE; `python -m monitoring.triton_scrape` records it again, and a serving_lab
+  test proves that a live scrape still has the same names);
 - the DCGM exporter: the counters.csv that the rendered add-ons deploy (deploy/addons/<env>/),
   in every environment;
 - the cgroup limiter: the families its code registers (limiter/cgroup_limiter/metrics.py), as
