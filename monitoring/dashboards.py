@@ -26,6 +26,16 @@ from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacem
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh, VariableSort
 
 from monitoring.metric_names import ROOT, catalog
+from monitoring.rules import (
+    BATCH_SIZE,
+    COMPUTE_TIME,
+    LATENCY_QUANTILES,
+    PENDING,
+    QUEUE_SHARE,
+    QUEUE_TIME,
+    REQUESTS,
+    error_ratio,
+)
 
 GENERATED = Path(__file__).resolve().parent / "generated" / "dashboards"
 TAGS = ["gpu-serving"]
@@ -76,20 +86,12 @@ def _per_request(metric: str) -> str:
     return f"{_rate(metric, TRITON, BY_VERSION)} / {_rate('nv_inference_request_success', TRITON, BY_VERSION)}"
 
 
-def _quantiles(metric: str) -> tuple[Query, ...]:
-    """P50/P95/P99 of a Triton summary (per pod; the worst pod is shown)."""
-    return tuple(
-        Query(
-            f'max by ({BY_VERSION}) ({metric}{{model=~"$model", version=~"$version", quantile="{q}"}})',
-            f"{VERSION} {label}",
-        )
-        for q, label in (("0.5", "P50"), ("0.95", "P95"), ("0.99", "P99"))
-    )
+def _record(name: str, legend: str = VERSION, matchers: str = "") -> Query:
+    """A recording rule of monitoring/rules.py (kept per model and version), filtered."""
+    return Query(f'{name}{{model=~"$model", version=~"$version"{matchers}}}', legend)
 
 
 def _triton() -> tuple[Section, ...]:
-    requests = f"({_rate('nv_inference_request_success', TRITON, BY_VERSION)}"
-    requests += f" + {_rate('nv_inference_request_failure', TRITON, BY_VERSION)})"
     return (
         (
             "Traffic and errors",
@@ -97,14 +99,14 @@ def _triton() -> tuple[Section, ...]:
                 Panel(
                     "Request rate",
                     units.RequestsPerSecond,
-                    "Inference requests per second, successful and failed.",
-                    (Query(requests, VERSION),),
+                    "Inference requests per second, successful and failed (1m rate).",
+                    (_record(REQUESTS),),
                 ),
                 Panel(
                     "Error ratio",
                     units.PercentUnit,
-                    "Failed requests over all requests.",
-                    (Query(f"{_rate('nv_inference_request_failure', TRITON, BY_VERSION)} / {requests}", VERSION),),
+                    "Failed requests over all requests (5m); the availability SLO's error ratio.",
+                    (_record(error_ratio("5m")),),
                 ),
                 Panel(
                     "Failures by reason",
@@ -126,14 +128,17 @@ def _triton() -> tuple[Section, ...]:
                     "Request latency P50 / P95 / P99",
                     units.Microseconds,
                     "End-to-end request time inside Triton (queue and compute), from its summary metric "
-                    "(--metrics-config summary_latencies=true); the slowest pod's quantile.",
-                    _quantiles("nv_inference_request_summary_us"),
+                    "(--metrics-config summary_latencies=true); summaries do not aggregate, so the slowest pod's.",
+                    tuple(
+                        _record(LATENCY_QUANTILES, f"{VERSION} {label}", f', quantile="{quantile}"')
+                        for quantile, label in (("0.5", "P50"), ("0.95", "P95"), ("0.99", "P99"))
+                    ),
                 ),
                 Panel(
                     "Queue time per request",
                     units.Microseconds,
-                    "Average time a successful request waited in the scheduler queue (the HPA's signal).",
-                    (Query(_per_request("nv_inference_queue_duration_us"), VERSION),),
+                    "Average time a successful request waited in the scheduler queue (1m); the HPA scales on it.",
+                    (_record(QUEUE_TIME),),
                 ),
             ),
         ),
@@ -141,8 +146,8 @@ def _triton() -> tuple[Section, ...]:
 
 
 def _batching() -> tuple[Section, ...]:
-    compute = ("input", "infer", "output")
     executions = _rate("nv_inference_exec_count", TRITON, BY_VERSION)
+    compute = ("input", "infer", "output")
     busy = " + ".join(f"rate(nv_inference_compute_{step}_duration_us{TRITON}{RATE})" for step in compute)
     return (
         (
@@ -151,8 +156,8 @@ def _batching() -> tuple[Section, ...]:
                 Panel(
                     "Batch size achieved",
                     units.Short,
-                    "Inferences per model execution: how full the (dynamic) batches are.",
-                    (Query(f"{_rate('nv_inference_count', TRITON, BY_VERSION)} / {executions}", VERSION),),
+                    "Inferences per model execution (1m): how full the dynamic batches are.",
+                    (_record(BATCH_SIZE),),
                 ),
                 Panel(
                     "Executions per second",
@@ -168,20 +173,20 @@ def _batching() -> tuple[Section, ...]:
                 Panel(
                     "Queue vs compute time per request",
                     units.Microseconds,
-                    "Average time of a successful request in the queue and in each compute step.",
+                    "Average time of a successful request in the queue and in each compute step: input "
+                    "copies, inference, output copies.",
                     (
-                        Query(_per_request("nv_inference_queue_duration_us"), f"{VERSION} queue"),
-                        *(
-                            Query(_per_request(f"nv_inference_compute_{step}_duration_us"), f"{VERSION} {step}")
-                            for step in compute
-                        ),
+                        _record(QUEUE_TIME, f"{VERSION} queue"),
+                        Query(_per_request("nv_inference_compute_input_duration_us"), f"{VERSION} input"),
+                        _record(COMPUTE_TIME, f"{VERSION} infer"),
+                        Query(_per_request("nv_inference_compute_output_duration_us"), f"{VERSION} output"),
                     ),
                 ),
                 Panel(
                     "Pending requests",
                     units.Short,
                     "Requests received and not yet executing, summed over pods.",
-                    (Query(f"sum by ({BY_VERSION}) (nv_inference_pending_request_count{TRITON})", VERSION),),
+                    (_record(PENDING),),
                 ),
             ),
         ),
@@ -205,15 +210,9 @@ def _batching() -> tuple[Section, ...]:
                 Panel(
                     "Queue share of request time",
                     units.PercentUnit,
-                    "Time waiting for a free instance over the whole request time: near 1, every "
+                    "Time waiting for a free instance over the whole request time (1m): near 1, every "
                     "instance is busy and requests queue.",
-                    (
-                        Query(
-                            f"{_rate('nv_inference_queue_duration_us', TRITON, BY_VERSION)}"
-                            f" / {_rate('nv_inference_request_duration_us', TRITON, BY_VERSION)}",
-                            VERSION,
-                        ),
-                    ),
+                    (_record(QUEUE_SHARE),),
                 ),
             ),
         ),
@@ -543,17 +542,12 @@ def check() -> list[str]:
     for name in sorted(expected.keys() | present.keys()):
         where = (GENERATED / name).relative_to(ROOT)
         if name not in present:
-            problems.append(f"{where}: missing; run `python -m monitoring.dashboards`")
+            problems.append(f"{where}: missing; run `python -m monitoring build`")
         elif name not in expected:
             problems.append(f"{where}: no dashboard builds it any more; delete it")
         elif present[name].read_text(encoding="utf-8") != expected[name]:
-            problems.append(f"{where}: out of date; run `python -m monitoring.dashboards`")
+            problems.append(f"{where}: out of date; run `python -m monitoring build`")
     known = catalog()
     for stem, board in sorted(boards.items()):
         problems += known.problems(str((GENERATED / f"{stem}.json").relative_to(ROOT)), queries(board))
     return problems
-
-
-if __name__ == "__main__":
-    for written in build(GENERATED):
-        print(f"wrote {written.relative_to(Path.cwd()) if written.is_relative_to(Path.cwd()) else written}")
