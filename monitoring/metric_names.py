@@ -9,7 +9,9 @@ A name exists when something produces it:
 - the cgroup limiter: the families its code registers (limiter/cgroup_limiter/metrics.py), as
   prometheus_client exposes them;
 - the recording rules of monitoring/generated/rules.yml;
-- Prometheus itself: `up`, `ALERTS` and the other series it writes.
+- Prometheus itself: `up`, `ALERTS` and the other series it writes;
+- kube-state-metrics, which kube-prometheus-stack deploys: nothing here runs it, so the names
+  the rules use are listed by hand from its documentation (docs/metrics/workload/pod-metrics.md).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ PROMETHEUS = frozenset(
         "ALERTS_FOR_STATE",
     }
 )
+KUBE_STATE_METRICS = frozenset({"kube_pod_container_status_ready"})
 # The samples of one family, by type, as prometheus_client writes them (text format 0.0.4).
 _CLIENT_SAMPLES = {
     "counter": ("_total", "_created"),
@@ -53,25 +56,11 @@ _CLIENT_SAMPLES = {
     "info": ("_info",),
 }
 _SAMPLE = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)(?:\{|\s)")
-_TYPE = re.compile(r"# TYPE ([A-Za-z_:][A-Za-z0-9_:]*) (\w+)")
 
 
 def exposition_names(text: str) -> set[str]:
-    """Every sample name of a text exposition, plus the families declared without samples (a
-    summary or histogram with its _sum and _count, and _bucket)."""
-    names: set[str] = set()
-    for line in text.splitlines():
-        declared = _TYPE.match(line)
-        if declared:
-            name, kind = declared.groups()
-            names.add(name)
-            if kind in ("summary", "histogram"):
-                names.update({f"{name}_sum", f"{name}_count"})
-            if kind == "histogram":
-                names.add(f"{name}_bucket")
-        elif line and not line.startswith("#") and (sample := _SAMPLE.match(line)):
-            names.add(sample.group(1))
-    return names
+    """The sample names of a Prometheus text exposition (a summary's quantiles, _sum and _count)."""
+    return {sample.group(1) for line in text.splitlines() if (sample := _SAMPLE.match(line))}
 
 
 def triton(scrape: Path = TRITON_SCRAPE) -> set[str]:
@@ -138,6 +127,7 @@ class Catalog:
 
 def catalog() -> Catalog:
     sources = dict.fromkeys(PROMETHEUS, "Prometheus")
+    sources |= dict.fromkeys(KUBE_STATE_METRICS, "kube-state-metrics")
     sources |= dict.fromkeys(triton(), f"Triton ({TRITON_SCRAPE.name})")
     sources |= dict.fromkeys(dcgm(), "DCGM exporter (counters.csv)")
     sources |= dict.fromkeys(limiter(), "cgroup limiter")
