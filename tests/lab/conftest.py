@@ -6,7 +6,6 @@ node); the VM image comes from the shared cache, so only the first run on a mach
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 
 from lab_fleet.ansible_env import ansible_env
 from lab_fleet.lab import Lab
+from tests.lab.play_report import PlayReport
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,15 +52,17 @@ class LabNode:
     ) -> subprocess.CompletedProcess[str]:
         extra = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {}
         extra.update(env or {})
-        return subprocess.run(
-            ["ansible-playbook", "-i", str(self.inventory.parent), playbook, *args],
-            cwd=REPO,
-            env=self.env(**extra),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        command = ["ansible-playbook", "-i", str(self.inventory.parent), playbook, *args]
+        try:
+            return subprocess.run(
+                command, cwd=REPO, env=self.env(**extra), capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired as expired:
+            output = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else expired.stdout
+            raise AssertionError(
+                f"{' '.join(command)} did not reach its play recap within {timeout:.0f} s; output so far:\n"
+                f"{(output or '')[-3000:]}"
+            ) from None
 
     def packages(self) -> dict[str, tuple[str, str]]:
         """{package: (version, selection)} for every installed package."""
@@ -71,20 +73,11 @@ class LabNode:
 
 def stats(result: subprocess.CompletedProcess[str]) -> dict[str, int]:
     """The play recap of a json-callback run, for the one lab host."""
-    report = json.loads(result.stdout)
-    (host_stats,) = report["stats"].values()
-    return host_stats
+    return PlayReport.parse(result).host_stats()
 
 
 def changed_tasks(result: subprocess.CompletedProcess[str]) -> list[str]:
-    report = json.loads(result.stdout)
-    return [
-        task["task"]["name"]
-        for play in report["plays"]
-        for task in play["tasks"]
-        for host in task["hosts"].values()
-        if host.get("changed")
-    ]
+    return list(PlayReport.parse(result).changed)
 
 
 @pytest.fixture(scope="session")
