@@ -241,12 +241,20 @@ def stop(node: Node, graceful: bool, timeout: float = 90) -> None:
     node.pidfile.unlink(missing_ok=True)
 
 
-def ssh_base(node: Node, state_dir: Path, port: int) -> list[str]:
+# OpenSSH's ConnectTimeout also bounds the wait for the server's banner. A TCG guest sharing two
+# cores with another VM and other work took up to 38 s to answer a connection (issue 18), so
+# 5 s turned a slow guest into a failed command. The boot probe keeps a shorter one: before the
+# guest's network is up a probe can hang for the whole timeout, and a failed probe is retried.
+SSH_CONNECT_TIMEOUT_S = 60
+SSH_PROBE_TIMEOUT_S = 15
+
+
+def ssh_base(node: Node, state_dir: Path, port: int, connect_timeout: int = SSH_CONNECT_TIMEOUT_S) -> list[str]:
     return [
         "ssh", "-i", str(state_dir / "id_ed25519"), "-p", str(port),
         "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
         "-o", f"UserKnownHostsFile={state_dir / 'known_hosts'}", "-o", "StrictHostKeyChecking=yes",
-        "-o", f"HostKeyAlias={node.name}", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
+        "-o", f"HostKeyAlias={node.name}", "-o", f"ConnectTimeout={connect_timeout}", "-o", "LogLevel=ERROR",
     ]  # fmt: skip
 
 
@@ -257,9 +265,15 @@ def wait_for_ssh(node: Node, state_dir: Path, port: int, timeout: float) -> floa
         if node.pid() is None:
             tail = node.serial_log.read_text(errors="replace").splitlines()[-15:] if node.serial_log.exists() else []
             raise LabError(f"{node.name}: qemu exited during boot; serial log tail:\n" + "\n".join(tail))
-        probe = subprocess.run(
-            [*ssh_base(node, state_dir, port), "root@127.0.0.1", "true"], capture_output=True, timeout=30, check=False
-        )
+        try:
+            probe = subprocess.run(
+                [*ssh_base(node, state_dir, port, SSH_PROBE_TIMEOUT_S), "root@127.0.0.1", "true"],
+                capture_output=True,
+                timeout=SSH_PROBE_TIMEOUT_S + 30,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            continue  # a starved guest answers late: keep polling until `timeout`
         if probe.returncode == 0:
             return time.monotonic() - started
         time.sleep(1)
