@@ -11,16 +11,17 @@ LAB := $(BIN)/python scripts/lab
 LAB_NODES ?= 1
 ENV ?= prod
 PLAYBOOKS := $(wildcard playbooks/*.yml)
-APT_PACKAGES := qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client prometheus
+APT_PACKAGES := qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
+	prometheus prometheus-alertmanager libb64-0d
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .SECONDEXPANSION:
 .PHONY: help deps venv lint test test-offline test-lab lab lab-down compliance report bench
 
 help:
-	@echo "make lab        tools + lab VM + playbooks/site.yml + compliance report"
+	@echo "make lab        tools + lab VM + playbooks/site.yml + compliance report + serving lab (Triton, Prometheus, Alertmanager)"
 	@echo "make test       every gate: ruff, yamllint, ansible-lint, syntax-check, offline and lab tests"
-	@echo "make lab-down   stop the lab VMs (scripts/lab down)"
+	@echo "make lab-down   stop the serving lab and the lab VMs (scripts/serve-lab down, scripts/lab down)"
 	@echo "make bench      every benchmark (bench-lab, bench-converge, ...)"
 
 # Debian packages: only what is missing, so a prepared machine does not touch apt.
@@ -59,7 +60,7 @@ lint: venv
 	    || { echo "syntax-check failed: $$p"; exit 1; }; echo "syntax ok: $$p"; done
 
 test-offline: venv .venv-checkov/.stamp
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m "not lab"
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m "not lab and not serving_lab"
 
 test-lab: deps venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m lab
@@ -67,16 +68,19 @@ test-lab: deps venv
 # Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk.
 test: lint test-offline $$(TEST_TARGETS) test-lab
 
+# The node part (VM, site.yml, compliance report), then the serving lab (mk/serving.mk).
 lab: deps venv
 	$(LAB) up --nodes $(LAB_NODES)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
 	$(MAKE) --no-print-directory compliance INVENTORY=inventories/lab
+	$(MAKE) --no-print-directory serve-lab
 
 INVENTORY ?= inventories/lab
 compliance: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m tests.compliance.run --inventory $(INVENTORY)
 
 lab-down: venv
+	$(SERVE_LAB) down
 	$(LAB) down
 
 # Each area adds its targets, and its benchmark to BENCHES, in mk/<area>.mk.
