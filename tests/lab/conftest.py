@@ -107,5 +107,6 @@ def lab_node(lab_vm: LabNode) -> LabNode:
         lab_vm.runs["check"] = lab_vm.playbook("playbooks/site.yml", "--check", "--diff")
         lab_vm.runs["converge"] = lab_vm.playbook("playbooks/site.yml")
         converge = lab_vm.runs["converge"]
-        assert converge.returncode == 0, f"site.yml failed on the fresh node:\n{converge.stdout[-5000:]}"
+        report = PlayReport.parse(converge)
+        assert report.succeeded, f"site.yml on the fresh node: {report.verdict()}"
     return lab_vm

@@ -12,7 +12,8 @@ import pytest
 
 from platform_matrix import load
 from tests.lab.compliance_run import assert_clean, compliance
-from tests.lab.conftest import LabNode, stats
+from tests.lab.conftest import LabNode
+from tests.lab.play_report import PlayReport
 
 pytestmark = pytest.mark.lab
 
@@ -46,7 +47,7 @@ def test_rolling_upgrade_to_another_build_and_back(lab_node: LabNode, tmp_path: 
     assert rows["apt_pin"].status == "fail" and f"does not pin version {pinned}" in rows["apt_pin"].message
 
     back = lab_node.playbook("playbooks/site.yml")
-    assert back.returncode == 0 and stats(back)["failures"] == 0, back.stdout[-5000:]
+    assert PlayReport.parse(back).succeeded, PlayReport.parse(back).verdict()
     installed = lab_node.packages()
     for package in SOURCE["userspace_packages"]:
         assert installed[package] == (pinned, "hold"), f"{package} after returning to the pin: {installed[package]}"
