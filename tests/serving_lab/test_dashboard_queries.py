@@ -1,0 +1,147 @@
+"""Every dashboard panel returns data from the lab's Prometheus while perf_analyzer loads every
+example model version, with the template variables set to that model and version; and the
+recorded Triton scrape (tests/monitoring/fixtures) still has the live server's metric names.
+
+Panels that read the DCGM exporter (a GPU node) or the cgroup limiter (a node agent) cannot
+have data here: they are skipped, each with that reason, and every other panel must not be empty.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from lab_fleet.serving import ServingLab
+from monitoring import dashboards, metric_names
+from monitoring.promql import metric_names as names_in
+from monitoring.rules import REQUESTS
+from monitoring.triton_scrape import ready_versions, scrape
+
+pytestmark = pytest.mark.serving_lab
+
+LOAD_SECONDS = 45
+# Grafana's $__rate_interval is at least four scrape intervals (8 s in the lab); 30 s leaves
+# room for a scrape missed on a busy machine.
+RATE_INTERVAL = "30s"
+NEEDS = {
+    "DCGM exporter (counters.csv)": "needs a GPU node: the DCGM exporter runs only there",
+    "cgroup limiter": "needs the cgroup limiter running on a node: the serving lab runs no limiter",
+}
+CATALOG = metric_names.catalog()
+BOARDS = dashboards.dashboards()
+PANELS = [(stem, panel) for stem, board in sorted(BOARDS.items()) for panel in dashboards.panels(board)]
+
+Versions = list[tuple[str, str]]
+Results = dict[tuple[str, str], list[str]]  # (stem, title) -> the empty queries
+
+
+def _skip_reason(panel: dict) -> str | None:
+    sources = {CATALOG.sources[name] for target in panel["targets"] for name in names_in(target["expr"])}
+    return next((reason for source, reason in NEEDS.items() if source in sources), None)
+
+
+def _query(prometheus: str, expr: str) -> list[dict]:
+    url = f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        body = json.load(response)
+    assert body["status"] == "success", f"{expr}: {body}"
+    return body["data"]["result"]
+
+
+def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds:.0f} s waiting for {what}")
+        time.sleep(2)
+
+
+def _substitute(expr: str, model: str, version: str) -> str:
+    return expr.replace("$model", model).replace("$version", version).replace("$__rate_interval", RATE_INTERVAL)
+
+
+@pytest.fixture(scope="module")
+def loaded_lab(serving_lab: ServingLab, load: Callable[..., object]) -> Iterator[tuple[ServingLab, Versions]]:
+    """perf_analyzer on every ready model version, in the background, for LOAD_SECONDS; yields
+    once the recording rules have data for every version (the load still running)."""
+    versions = ready_versions(serving_lab.triton.http_url)
+    assert versions, "Triton reports no ready model version"
+    failures: list[BaseException] = []
+
+    def drive(model: str, version: str) -> None:
+        try:
+            load(serving_lab.triton, model, LOAD_SECONDS, "-x", version)
+        except BaseException as exc:  # surfaced after the join
+            failures.append(exc)
+
+    threads = [threading.Thread(target=drive, args=pair, daemon=True) for pair in versions]
+    for thread in threads:
+        thread.start()
+    _wait(
+        lambda: len(_query(serving_lab.prometheus_url, f"{REQUESTS} > 0")) >= len(versions),
+        LOAD_SECONDS,
+        f"{REQUESTS} to show traffic on every model version",
+    )
+    yield serving_lab, versions
+    for thread in threads:
+        thread.join(LOAD_SECONDS * 3 + 120)
+    assert not failures, failures
+
+
+@pytest.fixture(scope="module")
+def results(loaded_lab: tuple[ServingLab, Versions]) -> Results:
+    """Every query of every panel that can have data here, for every model version."""
+    lab, versions = loaded_lab
+    empty: Results = {}
+    for stem, panel in PANELS:
+        if _skip_reason(panel):
+            continue
+        empty[stem, panel["title"]] = [
+            f"{model} v{version} {target['refId']}: {_substitute(target['expr'], model, version)}"
+            for model, version in versions
+            for target in panel["targets"]
+            if not _query(lab.prometheus_url, _substitute(target["expr"], model, version))
+        ]
+    return empty
+
+
+@pytest.mark.parametrize(("stem", "panel"), PANELS, ids=[f"{stem}:{panel['title']}" for stem, panel in PANELS])
+def test_every_panel_has_data_under_load(stem: str, panel: dict, results: Results) -> None:
+    reason = _skip_reason(panel)
+    if reason:
+        pytest.skip(f"{stem}.json panel {panel['title']!r} {reason}")
+    assert results[stem, panel["title"]] == [], f"{stem}.json panel {panel['title']!r} has no data"
+
+
+@pytest.mark.parametrize("stem", ["triton", "triton-batching"])
+def test_the_model_and_version_variables_offer_every_loaded_version(
+    stem: str, loaded_lab: tuple[ServingLab, Versions]
+) -> None:
+    """Each query variable (`label_values(<selector>, <label>)`) run as Grafana runs it: the
+    label's values over the series the selector matches, $model set to the model chosen."""
+    lab, versions = loaded_lab
+    variables = {v["name"]: v for v in BOARDS[stem]["templating"]["list"] if v["type"] == "query"}
+    for model, version in versions:
+        for name, wanted in (("model", model), ("version", version)):
+            selector, label = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", variables[name]["query"]).groups()
+            match = urllib.parse.urlencode({"match[]": _substitute(selector, model, version)})
+            with urllib.request.urlopen(f"{lab.prometheus_url}/api/v1/label/{label}/values?{match}") as response:
+                offered = json.load(response)["data"]
+            assert wanted in offered, f"{stem}.json variable {name!r} offers {offered}, not {wanted}"
+
+
+def test_the_recorded_triton_scrape_still_has_the_live_names(loaded_lab: tuple[ServingLab, Versions]) -> None:
+    lab, _ = loaded_lab
+    live = metric_names.exposition_names(scrape(lab.triton.metrics_url))
+    recorded = metric_names.triton()
+    assert live == recorded, (
+        f"only live: {sorted(live - recorded)}; only recorded: {sorted(recorded - live)}: "
+        "run `python -m monitoring.triton_scrape` and review the dashboards and rules"
+    )
