@@ -1,0 +1,132 @@
+"""The checks of `python -m monitoring check`, each returning problem lines that start with the
+file they are about: promtool on rule files and their unit tests, amtool on the Alertmanager
+config and its route tests, and the rules of monitoring/spec.py on any rule file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from monitoring import spec
+
+HERE = Path(__file__).resolve().parent
+ALERTMANAGER = HERE / "alertmanager.yml"
+ROUTE_TESTS = HERE / "alertmanager_tests.yml"
+UNIT_TESTS = (HERE / "tests", HERE / "generated" / "tests")
+_NOISE = re.compile(r"^(Checking |Unit Testing: |\s*SUCCESS|\s*FAILED:\s*$|amtool: error: failed to validate)")
+
+
+def relative(path: Path) -> str:
+    path = path.resolve()
+    return path.relative_to(HERE.parent).as_posix() if path.is_relative_to(HERE.parent) else str(path)
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} is not installed (Debian: prometheus, prometheus-alertmanager)")
+    return found
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([_tool(command[0]), *command[1:]], capture_output=True, text=True, check=False)
+
+
+def _failure(source: Path, what: str, result: subprocess.CompletedProcess[str]) -> list[str]:
+    if result.returncode == 0:
+        return []
+    lines = [line.rstrip() for line in (result.stdout + result.stderr).splitlines()]
+    detail = "\n".join(line for line in lines if line.strip() and not _NOISE.match(line))
+    return [f"{relative(source)}: {what} failed:\n{detail}"]
+
+
+def rule_file(path: Path) -> list[str]:
+    """promtool check rules, then monitoring.spec (severity, annotations, runbook) on one rule file."""
+    found = _failure(path, "promtool check rules", _run("promtool", "check", "rules", str(path)))
+    if found:
+        return found
+    return spec.problems(yaml.safe_load(path.read_text(encoding="utf-8")), relative(path))
+
+
+def unit_test_files(folders: tuple[Path, ...] = UNIT_TESTS) -> list[Path]:
+    return sorted(path for folder in folders for path in folder.glob("*.yml"))
+
+
+def unit_tests(paths: list[Path]) -> list[str]:
+    """promtool test rules, one file at a time so that each failure names its test file."""
+    return [
+        problem
+        for path in paths
+        for problem in _failure(path, "promtool test rules", _run("promtool", "test", "rules", str(path)))
+    ]
+
+
+def _routes(route: Mapping[str, Any], where: str = "route") -> Iterator[tuple[str, Mapping[str, Any]]]:
+    yield where, route
+    for index, child in enumerate(route.get("routes") or []):
+        yield from _routes(child, f"{where}.routes[{index}]")
+
+
+def describe(where: str, route: Mapping[str, Any]) -> str:
+    matchers = ", ".join(route.get("matchers") or [])
+    return f"{where} ({matchers})" if matchers else where
+
+
+def routes(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(path, route) of every route of an Alertmanager config, the root first."""
+    return list(_routes(config.get("route") or {}))
+
+
+def alertmanager_config(path: Path = ALERTMANAGER) -> list[str]:
+    """amtool check-config, and each route whose receiver is not defined, named by its path."""
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    receivers = {receiver.get("name") for receiver in config.get("receivers") or []}
+    found = [
+        f"{relative(path)}: {describe(where, route)}: receiver {route['receiver']!r} is not defined"
+        f" (receivers: {', '.join(sorted(map(str, receivers)))})"
+        for where, route in routes(config)
+        if "receiver" in route and route["receiver"] not in receivers
+    ]
+    return found + _failure(path, "amtool check-config", _run("amtool", "check-config", str(path)))
+
+
+def route_cases(path: Path = ROUTE_TESTS) -> list[dict[str, Any]]:
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or []
+
+
+def route_tests(config: Path = ALERTMANAGER, cases: Path = ROUTE_TESTS) -> list[str]:
+    """amtool config routes test for each case: its labels must reach exactly its receivers."""
+    found = []
+    for case in route_cases(cases):
+        labels = [f"{name}={value}" for name, value in case["labels"].items()]
+        result = _run(
+            "amtool",
+            "config",
+            "routes",
+            "test",
+            f"--config.file={config}",
+            f"--verify.receivers={','.join(case['receivers'])}",
+            *labels,
+        )
+        if result.returncode:
+            got = result.stdout.strip().splitlines()[0] if result.stdout.strip() else result.stderr.strip()
+            found.append(
+                f"{relative(cases)}: case {case['name']!r} ({case['route']} of {relative(config)}):"
+                f" {' '.join(labels)} reached {got}, expected {','.join(case['receivers'])}"
+            )
+    return found
+
+
+def stale(files: dict[Path, str]) -> list[str]:
+    """Generated files that differ from what the sources give now."""
+    return [
+        f"{relative(path)}: differs from its source: run `python -m monitoring build` (make monitoring)"
+        for path, text in files.items()
+        if not path.exists() or path.read_text(encoding="utf-8") != text
+    ]

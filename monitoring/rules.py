@@ -1,0 +1,312 @@
+"""The one source of the serving stack's recording rules and alerts.
+
+`python -m monitoring build` writes them as a plain rule file (monitoring/generated/rules.yml,
+which the serving lab's Prometheus loads), and pulumi/gpu_serving/manifests.py wraps the same
+groups in a PrometheusRule for kube-prometheus-stack.
+
+Names follow Prometheus' `level:metric:operations`: `model_version:` keeps the labels model
+and version, `namespace_pod:` keeps namespace and pod (what prometheus-adapter maps to pods).
+
+Inputs read at build time, never retyped here: the driver pin (platform_matrix/matrix.yml)
+and the models the serving stack must load (the folders of model_repository/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import platform_matrix
+from monitoring.spec import Group, Rule, alert, group, record
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_REPOSITORY = ROOT / "model_repository"
+
+TRITON_JOB = "triton"  # the scrape job (the Service's name under the ServiceMonitor)
+TRITON_CONTAINER = "triton"  # the container of pulumi/gpu_serving/manifests.py's Deployments
+BY_MODEL = "model, version"
+
+# SLOs. Availability: 99.9 % of requests succeed. Latency and queue time are windows-based
+# (Triton has no latency histogram): 99 % of evaluation minutes meet the target.
+AVAILABILITY_SLO = 0.999
+WINDOW_SLO = 0.99
+LATENCY_P99_TARGET_US = 500_000
+QUEUE_TIME_TARGET_US = 100_000
+
+# Multi-window, multi-burn-rate alerts (Google SRE workbook, "Alerting on SLOs", table 5-8):
+# severity -> `for`, and (long window, short window, burn-rate factor) pairs.
+BURN_RATES = {
+    "page": ("2m", (("1h", "5m", 14.4), ("6h", "30m", 6))),
+    "ticket": ("15m", (("1d", "2h", 3), ("3d", "6h", 1))),
+}
+ERROR_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+
+GPU_TEMPERATURE_C = 85
+FRAMEBUFFER_USED_RATIO = 0.95
+
+# Record names other code reads: the HPA metric (prometheus-adapter), the dashboards.
+REQUESTS = "model_version:nv_inference_requests:rate1m"
+SUCCESS = "model_version:nv_inference_request_success:rate1m"
+FAILURE = "model_version:nv_inference_request_failure:rate1m"
+LATENCY_QUANTILES = "model_version_quantile:nv_inference_request_summary_us:max"
+QUEUE_TIME = "model_version:nv_inference_queue_duration_us:mean1m"
+COMPUTE_TIME = "model_version:nv_inference_compute_infer_duration_us:mean1m"
+BATCH_SIZE = "model_version:nv_inference_batch_size:mean1m"
+PENDING = "model_version:nv_inference_pending_request_count:sum"
+QUEUE_SHARE = "model_version:nv_inference_queue_duration_us:ratio_rate1m"
+POD_QUEUE_TIME = "namespace_pod:nv_inference_queue_duration_us:mean1m"
+LATENCY_MISS = "model_version:nv_inference_latency_slo_miss:bool"
+QUEUE_MISS = "model_version:nv_inference_queue_slo_miss:bool"
+
+
+def error_ratio(window: str) -> str:
+    return f"model_version:nv_inference_request_failure:ratio_rate{window}"
+
+
+def driver_pin() -> str:
+    return platform_matrix.load().driver_version
+
+
+def expected_models(repository: Path = MODEL_REPOSITORY) -> list[str]:
+    """The models Triton must serve: every model_repository/<name>/config.pbtxt."""
+    return sorted(config.parent.name for config in repository.glob("*/config.pbtxt"))
+
+
+def _rate(metric: str, by: str, window: str = "1m") -> str:
+    return f"sum by ({by}) (rate({metric}[{window}]))"
+
+
+def _mean(numerator: str, denominator: str, by: str) -> str:
+    """numerator/denominator per request, at any traffic; 0 while there is none (no request
+    waited), never a clamped denominator (which misreads every rate below the clamp)."""
+    total = _rate(denominator, by)
+    return f"(\n  {_rate(numerator, by)}\n  /\n  ({total} > 0)\n)\nor\n({total} == 0)"
+
+
+def _ratio(numerator: str, denominator: str, by: str) -> str:
+    """numerator/denominator, absent while the denominator does not move (no 0/0 NaN)."""
+    return f"{_rate(numerator, by)}\n/\n({_rate(denominator, by)} > 0)"
+
+
+def golden_signals() -> Group:
+    success = _rate("nv_inference_request_success", BY_MODEL)
+    failure = _rate("nv_inference_request_failure", BY_MODEL)
+    return group(
+        "triton.rules",
+        record(SUCCESS, success),
+        record(FAILURE, failure),
+        record(REQUESTS, f"{SUCCESS} + {FAILURE}"),
+        # Summaries (--metrics-config=summary_latencies=true) do not aggregate: the slowest pod.
+        record(
+            LATENCY_QUANTILES,
+            f'max by ({BY_MODEL}, quantile) (nv_inference_request_summary_us{{quantile=~"0.5|0.95|0.99"}})',
+        ),
+        record(QUEUE_TIME, _mean("nv_inference_queue_duration_us", "nv_inference_request_success", BY_MODEL)),
+        record(COMPUTE_TIME, _mean("nv_inference_compute_infer_duration_us", "nv_inference_request_success", BY_MODEL)),
+        record(BATCH_SIZE, _ratio("nv_inference_count", "nv_inference_exec_count", BY_MODEL)),
+        # Saturation: requests waiting for a free instance, and the share of time they wait.
+        record(PENDING, f"sum by ({BY_MODEL}) (nv_inference_pending_request_count)"),
+        record(QUEUE_SHARE, _ratio("nv_inference_queue_duration_us", "nv_inference_request_duration_us", BY_MODEL)),
+        # The HPA's metric, per pod (prometheus-adapter serves it as triton_queue_duration_us_per_request).
+        record(
+            POD_QUEUE_TIME, _mean("nv_inference_queue_duration_us", "nv_inference_request_success", "namespace, pod")
+        ),
+    )
+
+
+def slo_records() -> Group:
+    rules: list[Rule] = []
+    for window in ERROR_WINDOWS:
+        failure = _rate("nv_inference_request_failure", BY_MODEL, window)
+        success = _rate("nv_inference_request_success", BY_MODEL, window)
+        # Absent, not NaN, while the model gets no requests.
+        rules.append(record(error_ratio(window), f"{failure}\n/\n(\n  ({success} + {failure}) > 0\n)"))
+    rules += [
+        record(
+            LATENCY_MISS,
+            f'max by ({BY_MODEL}) (nv_inference_request_summary_us{{quantile="0.99"}}) > bool {LATENCY_P99_TARGET_US}',
+        ),
+        record(QUEUE_MISS, f"{QUEUE_TIME} > bool {QUEUE_TIME_TARGET_US}"),
+    ]
+    return group("triton.slo.rules", *rules)
+
+
+Series = Callable[[str], str]  # window -> the expression of the SLI over that window
+
+
+def _burn(long: str, short: str, factor: float, budget: float, series: Series) -> str:
+    return f"(\n  {series(long)} > ({factor} * {budget:g})\nand\n  {series(short)} > ({factor} * {budget:g})\n)"
+
+
+def _burn_alerts(name: str, series: Series, budget: float, summary: str, description: str) -> list[Rule]:
+    rules = []
+    for severity, (for_, pairs) in BURN_RATES.items():
+        expr = "\nor\n".join(_burn(long, short, factor, budget, series) for long, short, factor in pairs)
+        rules.append(alert(name, expr, for_=for_, severity=severity, summary=summary, description=description))
+    return rules
+
+
+def triton_alerts() -> Group:
+    up = f'up{{job="{TRITON_JOB}"}}'
+    loaded = "\nor\n".join(f'label_replace({up} == 1, "model", "{model}", "", "")' for model in expected_models())
+    error_budget = 1 - AVAILABILITY_SLO
+    window_budget = 1 - WINDOW_SLO
+    return group(
+        "triton.alerts",
+        alert(
+            "TritonDown",
+            f"(sum by (job) ({up}) == 0)\nor\n(absent({up}) * 0)",
+            for_="1m",
+            severity="page",
+            summary="No Triton instance answers: inference is down.",
+            description="{{ $value }} targets of scrape job {{ $labels.job }} have been up for a minute:"
+            " every Triton pod is down, or none exists.",
+        ),
+        alert(
+            "TritonInstanceDown",
+            f"{up} == 0",
+            for_="15m",
+            severity="ticket",
+            summary="A Triton pod has not answered scrapes for 15 minutes.",
+            description="{{ $labels.namespace }}/{{ $labels.pod }} ({{ $labels.instance }}) is down"
+            " (up {{ $value }}): crash loop, or a startup past its budget.",
+        ),
+        alert(
+            "TritonNotReady",
+            f'(kube_pod_container_status_ready{{container="{TRITON_CONTAINER}"}} == 0)\n'
+            f"and on (namespace, pod)\n({up} == 1)",
+            for_="1m",
+            severity="ticket",
+            summary="A started Triton pod is not ready: it serves no traffic.",
+            description="{{ $labels.namespace }}/{{ $labels.pod }} answers metrics but its readiness probe fails"
+            " (ready {{ $value }}): under --strict-readiness a model is not ready.",
+        ),
+        alert(
+            "TritonModelNotLoaded",
+            f"(\n{loaded}\n)\nunless on (instance, model)\n  count by (instance, model) (nv_inference_request_success)",
+            for_="2m",
+            severity="page",
+            summary="A model of model_repository/ is not loaded on a running Triton.",
+            description="Triton {{ $labels.instance }} ({{ $labels.pod }}) is up ({{ $value }}) but exports no"
+            " metrics for model {{ $labels.model }}: its load failed or it was unloaded.",
+        ),
+        *_burn_alerts(
+            "TritonModelErrorBudgetBurn",
+            error_ratio,
+            error_budget,
+            "A model fails requests fast enough to spend its error budget.",
+            "{{ $labels.model }} version {{ $labels.version }} fails {{ $value | humanizePercentage }} of its"
+            f" requests (long window); the SLO allows {error_budget:.1%}.",
+        ),
+        *_burn_alerts(
+            "TritonModelLatencySLOBurn",
+            lambda window: f"avg_over_time({LATENCY_MISS}[{window}])",
+            window_budget,
+            "A model's P99 latency misses its target too often.",
+            "{{ $labels.model }} version {{ $labels.version }}: P99 above"
+            f" {LATENCY_P99_TARGET_US / 1000:g} ms in {{{{ $value | humanizePercentage }}}} of the minutes"
+            f" (long window); the SLO allows {window_budget:.0%}.",
+        ),
+        *_burn_alerts(
+            "TritonModelQueueSLOBurn",
+            lambda window: f"avg_over_time({QUEUE_MISS}[{window}])",
+            window_budget,
+            "A model's requests queue too long, too often.",
+            "{{ $labels.model }} version {{ $labels.version }}: mean queue time above"
+            f" {QUEUE_TIME_TARGET_US / 1000:g} ms in {{{{ $value | humanizePercentage }}}} of the minutes"
+            f" (long window); the SLO allows {window_budget:.0%}.",
+        ),
+    )
+
+
+def gpu_alerts() -> Group:
+    gpu = "{{ $labels.node }} GPU {{ $labels.gpu }} ({{ $labels.modelName }})"
+    return group(
+        "gpu.alerts",
+        alert(
+            "GpuTemperatureHigh",
+            f"DCGM_FI_DEV_GPU_TEMP > {GPU_TEMPERATURE_C}",
+            for_="10m",
+            severity="ticket",
+            summary="A GPU runs hot: it will slow down.",
+            description=f"{gpu} has been above {GPU_TEMPERATURE_C} °C for 10 minutes ({{{{ $value }}}} °C).",
+        ),
+        alert(
+            "GpuXidError",
+            "(DCGM_FI_DEV_XID_ERRORS > 0)\nand\n(changes(DCGM_FI_DEV_XID_ERRORS[10m]) > 0)",
+            for_="0m",
+            severity="ticket",
+            summary="A GPU reported a new XID error.",
+            description=f"{gpu} reported XID {{{{ $value }}}}.",
+        ),
+        alert(
+            "GpuEccDoubleBitError",
+            "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
+            for_="0m",
+            severity="page",
+            summary="A GPU had uncorrectable (double-bit) ECC errors.",
+            description=f"{gpu}: {{{{ $value }}}} double-bit ECC errors in 10 minutes; its work may be corrupt.",
+        ),
+        alert(
+            "GpuRowRemapFailure",
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE > 0",
+            for_="0m",
+            severity="page",
+            summary="A GPU could not remap a failing memory row.",
+            description=f"{gpu} reports a row remapping failure ({{{{ $value }}}}): the GPU needs replacing.",
+        ),
+        alert(
+            "GpuRowRemapPending",
+            "DCGM_FI_DEV_ROW_REMAP_PENDING > 0",
+            for_="5m",
+            severity="ticket",
+            summary="A GPU has a row remapping pending: it needs a reset.",
+            description=f"{gpu} has a pending row remap ({{{{ $value }}}}); drain the node and reset the GPU.",
+        ),
+        alert(
+            "GpuFramebufferMemoryPressure",
+            f"DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {FRAMEBUFFER_USED_RATIO}",
+            for_="15m",
+            severity="ticket",
+            summary="A GPU's memory is nearly full.",
+            description=f"{gpu} uses {{{{ $value | humanizePercentage }}}} of its framebuffer.",
+        ),
+        alert(
+            "GpuAllocatedIdle",
+            'avg_over_time(DCGM_FI_DEV_GPU_UTIL{exported_pod!=""}[1h]) < 1',
+            for_="30m",
+            severity="ticket",
+            summary="A GPU is allocated to a pod that does not use it.",
+            description=f"{gpu} is allocated to {{{{ $labels.exported_namespace }}}}/{{{{ $labels.exported_pod }}}}"
+            " but averaged {{ $value }} % utilisation over the last hour.",
+        ),
+    )
+
+
+def node_alerts() -> Group:
+    return group(
+        "node.alerts",
+        alert(
+            "CgroupLimiterThrottledLong",
+            "cgroup_limiter_pod_throttled == 1",
+            for_="30m",
+            severity="ticket",
+            summary="The limiter has throttled a pod's IO for 30 minutes.",
+            description="{{ $labels.node }}: {{ $labels.exported_namespace }}/{{ $labels.exported_pod }} has been"
+            " throttled on {{ $labels.device }} ({{ $labels.direction }}) for 30 minutes ({{ $value }}).",
+        ),
+        alert(
+            "GpuDriverVersionDrift",
+            "count by (node, DCGM_FI_DRIVER_VERSION) "
+            f'(DCGM_FI_DEV_GPU_TEMP{{DCGM_FI_DRIVER_VERSION!="{driver_pin()}"}})',
+            for_="1h",
+            severity="ticket",
+            summary="A node runs another NVIDIA driver than the platform matrix pins.",
+            description="{{ $labels.node }} runs driver {{ $labels.DCGM_FI_DRIVER_VERSION }} on {{ $value }} GPU(s);"
+            f" platform_matrix/matrix.yml pins {driver_pin()}.",
+        ),
+    )
+
+
+def groups() -> list[Group]:
+    return [golden_signals(), slo_records(), triton_alerts(), gpu_alerts(), node_alerts()]
