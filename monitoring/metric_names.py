@@ -107,6 +107,14 @@ def rules(path: Path = RULES) -> list[dict[str, Any]]:
     return [rule for group in document.get("groups", []) for rule in group.get("rules", [])]
 
 
+def rule_queries(path: Path = RULES) -> list[tuple[str, str]]:
+    """(what, PromQL) of every rule of a rule file, `what` naming the record or alert."""
+    return [
+        (f"record {rule['record']!r}" if "record" in rule else f"alert {rule['alert']!r}", rule["expr"])
+        for rule in rules(path)
+    ]
+
+
 @dataclass(frozen=True)
 class Catalog:
     sources: dict[str, str]  # metric name -> what produces it

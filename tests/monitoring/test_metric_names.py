@@ -26,17 +26,11 @@ ENVS = sorted(path.name.split(".")[1] for path in PULUMI_DIR.glob("Pulumi.*.yaml
 RULE_FILE = str(metric_names.RULES.relative_to(metric_names.ROOT))
 
 
-def _rule_queries() -> list[tuple[str, str]]:
-    return [
-        (f"{'record' if 'record' in rule else 'alert'} {rule.get('record') or rule.get('alert')!r}", rule["expr"])
-        for rule in metric_names.rules()
-    ]
-
-
 def test_the_rules_read_only_metrics_that_exist() -> None:
     assert metric_names.RULES.exists(), "monitoring/generated/rules.yml is missing: run `python -m monitoring build`"
-    assert _rule_queries()
-    assert CATALOG.problems(RULE_FILE, _rule_queries()) == []
+    queries = metric_names.rule_queries()
+    assert queries
+    assert CATALOG.problems(RULE_FILE, queries) == []
 
 
 @pytest.mark.parametrize("stem", sorted(dashboards.dashboards()))
@@ -76,9 +70,8 @@ def test_a_rule_reading_a_metric_no_exporter_produces_is_named(tmp_path: Path) -
             }
         )
     )
-    queries = [(rule.get("alert") or rule["record"], rule["expr"]) for rule in metric_names.rules(rule_file)]
-    assert CATALOG.problems("rules.yml", queries) == [
-        "rules.yml: GpuHot: DCGM_FI_DEV_GPU_TEMPERATURE is produced by no exporter, rule or Prometheus"
+    assert CATALOG.problems("rules.yml", metric_names.rule_queries(rule_file)) == [
+        "rules.yml: alert 'GpuHot': DCGM_FI_DEV_GPU_TEMPERATURE is produced by no exporter, rule or Prometheus"
     ]
 
 
