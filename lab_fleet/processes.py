@@ -9,6 +9,7 @@ may outlive the process that started them, and PID 1 here need not reap them.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -109,15 +110,22 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str, interval: flo
         time.sleep(interval)
 
 
-def log_tail(log: Path | None, lines: int = 30) -> str:
+# Error lines of the lab's servers: glog (Triton "E1203 ..."), logfmt (Prometheus, Alertmanager).
+_ERROR_LINE = re.compile(r"^E\d{4} |level=error|^error:", re.IGNORECASE)
+
+
+def log_excerpt(log: Path | None, errors: int = 10, tail: int = 15) -> str:
+    """The log's error lines, then its last lines: a server's reason is often above its shutdown chatter."""
     if log is None or not log.exists():
         return ""
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    lines = log.read_text(errors="replace").splitlines()
+    found = [line for line in lines[:-tail] if _ERROR_LINE.search(line)][-errors:]
+    return "\n".join([*found, *(["..."] if found else []), *lines[-tail:]])
 
 
 class ServerError(RuntimeError):
     """A lab server failed to start; the message ends with the tail of its log."""
 
     def __init__(self, message: str, log: Path | None = None) -> None:
-        tail = log_tail(log)
-        super().__init__(f"{message}\n--- {log} (last lines) ---\n{tail}" if tail else message)
+        excerpt = log_excerpt(log)
+        super().__init__(f"{message}\n--- {log} (errors, last lines) ---\n{excerpt}" if excerpt else message)

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -108,7 +109,8 @@ def validate(rules: Path, alertmanager_config: Path) -> None:
             raise ConfigRejectedError(f"{path}: no such file")
         result = subprocess.run([*argv, str(path)], capture_output=True, text=True, timeout=60, check=False)
         if result.returncode != 0:
-            problem = (result.stderr.strip() or result.stdout.strip()).replace("\n", "\n  ")
+            output = "\n".join(part.strip() for part in (result.stdout, result.stderr) if part.strip())
+            problem = output.replace("\n", "\n  ")
             raise ConfigRejectedError(f"{path}: `{' '.join(argv)}` refused it:\n  {problem}")
 
 
@@ -116,7 +118,13 @@ def prometheus_config(triton_metrics: str, alertmanager: str, rules: Path, limit
     jobs = [(TRITON_JOB, triton_metrics)] + ([(LIMITER_JOB, limiter)] if limiter else [])
     interval = f"{SCRAPE_INTERVAL_S}s"
     return {
-        "global": {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval},
+        "global": {
+            "scrape_interval": interval,
+            "evaluation_interval": interval,
+            "scrape_timeout": interval,
+            # The label the Alertmanager routes group and inhibit by, as on a real cluster.
+            "external_labels": {"cluster": "serving-lab"},
+        },
         "rule_files": [str(rules)],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]},
         "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]} for job, target in jobs],
@@ -211,9 +219,14 @@ class ServingLab:
         _copy(self.alertmanager_config, self.run_dir / "alertmanager/alertmanager.yml")
         self._record(sources={"rules": str(self.rules), "alertmanager_config": str(self.alertmanager_config)})
         try:
-            self._start_alertmanager(timeout)
-            self._start_triton(timeout)
-            self._start_prometheus(timeout)
+            for name, start in (
+                ("alertmanager", self._start_alertmanager),
+                ("tritonserver", self._start_triton),
+                ("prometheus", self._start_prometheus),
+            ):
+                began = time.monotonic()
+                start(timeout)
+                self._record(startup_seconds={name: round(time.monotonic() - began, 2)})
         except BaseException:
             self.down()
             raise

@@ -1,0 +1,40 @@
+"""Clients of the lab's Triton: one inference over gRPC, and perf_analyzer load."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import np_to_triton_dtype
+
+from lab_fleet.triton import TritonProcess, perf_analyzer
+
+
+def infer(
+    triton: TritonProcess, model: str, inputs: dict[str, np.ndarray], version: str = ""
+) -> grpcclient.InferResult:
+    tensors = []
+    for name, array in inputs.items():
+        tensor = grpcclient.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        tensor.set_data_from_numpy(array)
+        tensors.append(tensor)
+    with grpcclient.InferenceServerClient(triton.grpc_url) as client:
+        return client.infer(model, tensors, model_version=version)
+
+
+def drive_load(triton: TritonProcess, model: str, seconds: float, *args: str) -> subprocess.CompletedProcess[str]:
+    """perf_analyzer over gRPC on `model` for about `seconds`: three measurement windows of a
+    third each, each accepted as stable (the suite wants load on the server, not a benchmark)."""
+    window_ms = max(int(seconds * 1000 / 3), 200)
+    result = perf_analyzer(
+        *("-m", model, "-u", triton.grpc_url, "-i", "grpc"),
+        *("--measurement-mode", "time_windows", "--measurement-interval", str(window_ms)),
+        *("--stability-percentage", "1000", "--max-trials", "3"),
+        *args,
+        timeout=seconds * 3 + 60,
+    )
+    assert result.returncode == 0, (
+        f"perf_analyzer on {model} exited {result.returncode}:\n{result.stdout}{result.stderr}"
+    )
+    return result

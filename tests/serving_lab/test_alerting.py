@@ -1,0 +1,180 @@
+"""The lab proofs of the monitoring: the project's rules fire on a real Triton, and the project's
+Alertmanager routes deliver each alert to the receiver its severity names.
+
+Two labs run side by side so that the waits overlap: one serves model_repository/ plus a model
+whose backend raises (tests/serving_lab/models) under a steady stream of requests, the other has
+its tritonserver stopped. Both Alertmanagers run a copy of monitoring/alertmanager.yml whose
+webhook URLs point at a receiver in this process (routes, grouping and inhibitions unchanged).
+Alert names and `for` durations are read from monitoring/generated/rules.yml.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import yaml
+from tritonclient.utils import InferenceServerException
+
+from lab_fleet.processes import wait_for
+from lab_fleet.serving import DEFAULT_ALERTMANAGER_CONFIG, DEFAULT_RULES, SCRAPE_INTERVAL_S, ServingLab
+from lab_fleet.triton import TritonProcess
+from tests.serving_lab.alerting import (
+    WebhookReceiver,
+    alerting_rules,
+    error_ratio_rule,
+    first_seen,
+    post_alerts,
+    redirect_webhooks,
+    seconds,
+    triton_down_rule,
+)
+
+pytestmark = pytest.mark.serving_lab
+
+TEST_MODELS = Path(__file__).resolve().parent / "models"
+FAILING_MODEL = "always-fails"
+# Polling Alertmanager (every 0.2 s) and the hop from Prometheus to Alertmanager.
+SLACK_S = 1.0
+CONFIG = yaml.safe_load(DEFAULT_ALERTMANAGER_CONFIG.read_text())
+GROUP_WAIT_S = seconds(CONFIG["route"].get("group_wait", "30s"))
+
+
+class FailingRequests:
+    """Sends an inference request to the failing model every 0.1 s in a thread; counts the errors."""
+
+    def __init__(self, triton: TritonProcess) -> None:
+        self.triton = triton
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with grpcclient.InferenceServerClient(self.triton.grpc_url) as client:
+            tensor = grpcclient.InferInput("x", [1], "FP32")
+            tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
+            while not self._stop.wait(0.1):
+                try:
+                    client.infer(FAILING_MODEL, [tensor])
+                except InferenceServerException:
+                    self.errors += 1
+
+    def __enter__(self) -> FailingRequests:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class Labs:
+    webhook: WebhookReceiver
+    failing: ServingLab  # serves the failing model, under FailingRequests since `errors_from`
+    errors_from: float
+    requests: FailingRequests
+    error_seen: dict[str, float]
+    stopped: ServingLab  # its tritonserver was stopped: SIGTERM at `term`, gone at `gone`
+    term: float
+    gone: float
+    down_seen: dict[str, float]
+
+
+def _lab(run_dir: Path, webhook: WebhookReceiver, name: str, **kwargs: object) -> ServingLab:
+    run_dir.mkdir(parents=True)
+    config = run_dir / "alertmanager-webhooks.yml"
+    redirect_webhooks(DEFAULT_ALERTMANAGER_CONFIG, config, f"{webhook.url}/{name}")
+    return ServingLab(run_dir / "run", alertmanager_config=config, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Labs]:
+    tmp = tmp_path_factory.mktemp("alerting")
+    error_alert = error_ratio_rule(DEFAULT_RULES)["alert"]
+    down_alert = triton_down_rule(DEFAULT_RULES)["alert"]
+    with WebhookReceiver() as webhook:
+        failing = _lab(tmp / "failing", webhook, "failing", triton_args=[f"--model-repository={TEST_MODELS}"])
+        stopped = _lab(tmp / "stopped", webhook, "stopped")
+        try:
+            failing.up()
+            with (
+                first_seen(failing.alertmanager_url, alertname=error_alert, model=FAILING_MODEL) as error_seen,
+                FailingRequests(failing.triton) as requests,
+            ):
+                errors_from = time.monotonic()
+                stopped.up()
+                with first_seen(stopped.alertmanager_url, alertname=down_alert) as down_seen:
+                    term = time.monotonic()
+                    stopped.triton.stop()
+                    gone = time.monotonic()
+                    yield Labs(webhook, failing, errors_from, requests, error_seen, stopped, term, gone, down_seen)
+        finally:
+            stopped.down()
+            failing.down()
+
+
+def test_routes_deliver_every_alert_of_the_rule_file_to_its_severitys_receiver(labs: Labs) -> None:
+    """One alert per alerting rule (its own labels, its own `cluster`, so that nothing groups or
+    inhibits across them) posted to Alertmanager must reach the receiver named like its severity,
+    and only that one; an alert without a severity reaches the root route's receiver."""
+    receivers = {receiver["name"] for receiver in CONFIG["receivers"]}
+    expected: dict[str, str] = {}
+    alerts = []
+    for index, rule in enumerate(alerting_rules(DEFAULT_RULES)):
+        severity = rule.get("labels", {}).get("severity")
+        assert severity in receivers, f"{rule['alert']}: severity {severity!r} names no receiver of {receivers}"
+        cluster = f"route-test-{index}"
+        alerts.append({**rule.get("labels", {}), "alertname": rule["alert"], "cluster": cluster})
+        expected[cluster] = severity
+    alerts.append({"alertname": "ServingLabNoSeverity", "cluster": "route-test-none"})
+    expected["route-test-none"] = CONFIG["route"]["receiver"]
+    post_alerts(labs.failing.alertmanager_url, alerts)
+
+    def delivered() -> dict[str, set[str]]:
+        return {cluster: labs.webhook.receivers_of("/failing", cluster=cluster) for cluster in expected}
+
+    wait_for(lambda: all(delivered().values()), GROUP_WAIT_S + 15, "a webhook delivery of every posted alert")
+    time.sleep(1)  # a wrong second delivery would come with the first batch
+    assert delivered() == {cluster: {receiver} for cluster, receiver in expected.items()}
+
+
+def test_stopping_triton_fires_the_triton_down_alert_in_time(labs: Labs) -> None:
+    rule = triton_down_rule(DEFAULT_RULES)
+    bound = seconds(rule.get("for")) + 2 * SCRAPE_INTERVAL_S
+    wait_for(lambda: "at" in labs.down_seen, labs.gone + bound + 30 - time.monotonic(), f"{rule['alert']} firing")
+    after_exit = labs.down_seen["at"] - labs.gone
+    print(
+        f"{rule['alert']} at Alertmanager {after_exit:.1f} s after tritonserver exited "
+        f"({labs.down_seen['at'] - labs.term:.1f} s after SIGTERM); bound for + 2 scrapes = {bound:g} s"
+    )
+    assert after_exit <= bound + SLACK_S
+    severity = rule["labels"]["severity"]
+    wait_for(
+        lambda: labs.webhook.receivers_of("/stopped", alertname=rule["alert"]) == {severity},
+        GROUP_WAIT_S + 15,
+        f"{rule['alert']} delivered to receiver {severity}",
+    )
+
+
+def test_a_failing_model_fires_the_error_ratio_alert(labs: Labs) -> None:
+    rule = error_ratio_rule(DEFAULT_RULES)
+    # Two scrapes before rate() has a value, one evaluation of the recording rule, one of the alert.
+    bound = seconds(rule.get("for")) + 4 * SCRAPE_INTERVAL_S
+    wait_for(lambda: "at" in labs.error_seen, labs.errors_from + bound + 30 - time.monotonic(), f"{rule['alert']}")
+    after_errors = labs.error_seen["at"] - labs.errors_from
+    print(f"{rule['alert']} at Alertmanager {after_errors:.1f} s after the failing requests began; bound {bound:g} s")
+    assert labs.requests.errors > 0
+    assert after_errors <= bound + SLACK_S
+    severity = rule["labels"]["severity"]
+    wait_for(
+        lambda: labs.webhook.receivers_of("/failing", alertname=rule["alert"], model=FAILING_MODEL) == {severity},
+        GROUP_WAIT_S + 15,
+        f"{rule['alert']} for {FAILING_MODEL} delivered to receiver {severity}",
+    )
