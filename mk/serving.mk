@@ -4,7 +4,8 @@
 #   make serve-lab-status     what runs, where, and whether it answers
 #   make serve-lab-down       stops every process that `up` started
 #   make test-serving-lab     pytest -m serving_lab (tests/serving_lab)
-# Needs the Debian packages prometheus, prometheus-alertmanager and libb64-0d (`make deps`).
+# Needs the Debian packages prometheus, prometheus-alertmanager, libb64-0d (perf_analyzer),
+# python3-venv and libpython3.11 (the Python backend's stub links it), from `make deps`.
 .PHONY: serve-lab serve-lab-down serve-lab-status test-serving-lab
 
 TRITON_VENV := .venv-triton
@@ -14,7 +15,7 @@ SERVE_LAB := $(BIN)/python scripts/serve-lab
 
 # The lab's own venv, every pin from platform_matrix/matrix.yml (serving_lab); rebuilt when
 # the matrix changes. The Triton wheel goes in without its dependencies (PyTriton's Python side).
-$(TRITON_VENV)/.stamp: platform_matrix/matrix.yml | $(VENV)/.stamp
+$(TRITON_VENV)/.stamp: platform_matrix/matrix.yml | deps $(VENV)/.stamp
 	rm -f $@
 	$(TRITON_PYTHON) -m venv $(TRITON_VENV)
 	$(BIN)/python -m platform_matrix serving-lab-requirements > $(TRITON_VENV)/requirements.txt
