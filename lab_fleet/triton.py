@@ -73,17 +73,22 @@ class TritonProcess:
         self.ports: dict[str, int] = {}
         self._proc: subprocess.Popen[bytes] | None = None
 
+    def _port(self, name: str) -> int:
+        if name not in self.ports:
+            raise RuntimeError("tritonserver has no ports yet: start() chooses them")
+        return self.ports[name]
+
     @property
     def http_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.ports['http']}"
+        return f"http://{LOOPBACK}:{self._port('http')}"
 
     @property
     def grpc_url(self) -> str:
-        return f"{LOOPBACK}:{self.ports['grpc']}"
+        return f"{LOOPBACK}:{self._port('grpc')}"
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.ports['metrics']}/metrics"
+        return f"http://{LOOPBACK}:{self._port('metrics')}/metrics"
 
     @property
     def pid(self) -> int | None:
@@ -96,11 +101,11 @@ class TritonProcess:
             f"--model-repository={self.model_repository}",
             f"--backend-directory={self.run_dir / 'backends'}",
             f"--http-address={LOOPBACK}",
-            f"--http-port={self.ports['http']}",
+            f"--http-port={self._port('http')}",
             f"--grpc-address={LOOPBACK}",
-            f"--grpc-port={self.ports['grpc']}",
+            f"--grpc-port={self._port('grpc')}",
             f"--metrics-address={LOOPBACK}",
-            f"--metrics-port={self.ports['metrics']}",
+            f"--metrics-port={self._port('metrics')}",
             "--allow-sagemaker=false",
             "--allow-vertex-ai=false",
             "--allow-gpu-metrics=false",
