@@ -12,6 +12,7 @@ from typing import Any
 
 from gpu_serving.config import ChartPin, Resources, StackConfig
 from gpu_serving.manifests import GRAFANA_ADMIN_SECRET, ISTIO_NAMESPACE, QUEUE_METRIC
+from monitoring.rules import POD_QUEUE_TIME
 
 PROMETHEUS_NAME = "kps"  # fullnameOverride: the Prometheus service is kps-prometheus
 
@@ -43,6 +44,8 @@ def kube_prometheus_stack(cfg: StackConfig) -> Release:
             "prometheus": {
                 "prometheusSpec": {
                     "retention": monitoring.retention,
+                    # Alertmanager groups and inhibits by cluster (monitoring/alertmanager.yml).
+                    "externalLabels": {"cluster": cfg.env},
                     "resources": _resources(monitoring.prometheus_resources),
                     # Select every ServiceMonitor, not only those labelled with this release.
                     "serviceMonitorSelectorNilUsesHelmValues": False,
@@ -73,12 +76,8 @@ def kube_prometheus_stack(cfg: StackConfig) -> Release:
 
 
 def prometheus_adapter(cfg: StackConfig) -> Release:
-    """Serves Triton's average queue time per request to the HPA as a pods metric."""
-    matchers = "<<.LabelMatchers>>"
-    query = (
-        f"sum(rate(nv_inference_queue_duration_us{{{matchers}}}[1m])) by (<<.GroupBy>>) / "
-        f"clamp_min(sum(rate(nv_inference_request_success{{{matchers}}}[1m])) by (<<.GroupBy>>), 1)"
-    )
+    """Serves Triton's mean queue time per request to the HPA as a pods metric: the recording
+    rule of monitoring/rules.py, right at any request rate (0 while a pod gets no requests)."""
     return Release(
         name="prometheus-adapter",
         pin=cfg.chart("prometheus-adapter"),
@@ -90,12 +89,12 @@ def prometheus_adapter(cfg: StackConfig) -> Release:
                 "default": False,
                 "custom": [
                     {
-                        "seriesQuery": 'nv_inference_queue_duration_us{namespace!="",pod!=""}',
+                        "seriesQuery": f'{POD_QUEUE_TIME}{{namespace!="",pod!=""}}',
                         "resources": {
                             "overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
                         },
-                        "name": {"matches": "^nv_inference_queue_duration_us$", "as": QUEUE_METRIC},
-                        "metricsQuery": query,
+                        "name": {"matches": f"^{POD_QUEUE_TIME}$", "as": QUEUE_METRIC},
+                        "metricsQuery": "max(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
                     }
                 ],
             },

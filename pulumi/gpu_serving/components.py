@@ -69,7 +69,7 @@ class GrafanaAdmin(pulumi.ComponentResource):
 
 class Monitoring(pulumi.ComponentResource):
     """kube-prometheus-stack with Grafana and its dashboard sidecar, prometheus-adapter for
-    the HPA's queue-time metric, and the Triton dashboard."""
+    the HPA's queue-time metric, the dashboards and the PrometheusRule of monitoring/."""
 
     def __init__(
         self, name: str, cfg: StackConfig, password: pulumi.Output[str], opts: pulumi.ResourceOptions | None = None

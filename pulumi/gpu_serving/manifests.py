@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 from gpu_serving.config import StackConfig, Triton
+from monitoring import build as monitoring_rules
+from monitoring import dashboards
 
 Obj = dict[str, Any]
 
@@ -19,6 +21,8 @@ TRITON_UID = 1000  # the triton-server user of the NGC image
 ISTIO_NAMESPACE = "istio-system"
 ARGOCD_NAMESPACE = "argocd"
 GRAFANA_ADMIN_SECRET = "grafana-admin"
+# The HPA's metric: a name of the custom metrics API only, which prometheus-adapter serves from
+# the recording rule monitoring.rules.POD_QUEUE_TIME (query that one in Prometheus).
 QUEUE_METRIC = "triton_queue_duration_us_per_request"
 PROBE_PERIOD_SECONDS = 10
 WAVE = "argocd.argoproj.io/sync-wave"
@@ -74,6 +78,8 @@ def _triton_args(triton: Triton, model_repository: str) -> list[str]:
         f"--grpc-port={GRPC_PORT}",
         "--allow-metrics=true",
         f"--metrics-port={METRICS_PORT}",
+        # Latency quantiles (P50/P95/P99) for the recording rules; the counters stay on.
+        "--metrics-config=summary_latencies=true",
     ]
     if triton.model_control_mode == "explicit":
         args.append("--load-model=*")
@@ -322,39 +328,29 @@ def triton_routing_objects(cfg: StackConfig) -> list[Obj]:
     ]
 
 
-def _dashboard() -> dict[str, Any]:
-    def panel(index: int, title: str, expr: str, unit: str) -> dict[str, Any]:
-        return {
-            "id": index,
-            "type": "timeseries",
-            "title": title,
-            "gridPos": {"x": 12 * (index % 2), "y": 8 * (index // 2), "w": 12, "h": 8},
-            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "targets": [{"expr": expr, "refId": "A"}],
-        }
-
-    return {
-        "title": "Triton",
-        "uid": "gpu-serving-triton",
-        "schemaVersion": 39,
-        "panels": [
-            panel(0, "Requests per second", "sum by (model) (rate(nv_inference_request_success[1m]))", "reqps"),
-            panel(1, "Queue time per request", f"avg({QUEUE_METRIC})", "µs"),
-            panel(2, "GPU utilization", "avg by (gpu_uuid) (nv_gpu_utilization)", "percentunit"),
-            panel(3, "Failed requests per second", "sum by (model) (rate(nv_inference_request_failure[1m]))", "reqps"),
-        ],
-    }
-
-
 def monitoring_objects(cfg: StackConfig) -> list[Obj]:
-    """The Triton dashboard for Grafana's sidecar. The monitoring namespace is Pulumi's
-    (GrafanaAdmin, which also holds the admin Secret), or the chart Application's."""
+    """A ConfigMap per Grafana dashboard (monitoring/dashboards.py) for Grafana's sidecar, and
+    the recording rules and alerts of monitoring/rules.py as a PrometheusRule, which
+    kube-prometheus-stack's Prometheus selects (ruleSelectorNilUsesHelmValues: false). The
+    monitoring namespace is Pulumi's (GrafanaAdmin, which also holds the admin Secret), or the
+    chart Application's."""
+    ns = cfg.monitoring.namespace
     labels = _labels("grafana") | {"grafana_dashboard": "1"}
-    return [
+    objects: list[Obj] = [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _meta("triton-dashboard", cfg.monitoring.namespace, labels),
-            "data": {"triton.json": json.dumps(_dashboard(), indent=2, sort_keys=True, ensure_ascii=False)},
-        },
+            "metadata": _meta(f"{stem}-dashboard", ns, labels),
+            "data": {f"{stem}.json": json.dumps(board, indent=2, sort_keys=True, ensure_ascii=False)},
+        }
+        for stem, board in sorted(dashboards.dashboards().items())
     ]
+    objects.append(
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": _meta("gpu-serving", ns, _labels("prometheus")),
+            "spec": monitoring_rules.rule_document(),
+        }
+    )
+    return objects

@@ -7,6 +7,7 @@ from gpu_serving.gitops import child_applications
 
 import platform_matrix
 import pulumi
+from monitoring import dashboards, rules
 from tests.pulumi.pulumi_mocks import RecordingMocks, run_mocked
 
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -132,10 +133,15 @@ def test_monitoring_installs_the_pinned_chart_with_sidecar_retention_and_selecto
     assert spec["serviceMonitorNamespaceSelector"] == {}
     sidecar = chart["values"]["grafana"]["sidecar"]["dashboards"]
     assert (sidecar["enabled"], sidecar["label"], sidecar["labelValue"]) == (True, "grafana_dashboard", "1")
-    dashboard = objects(mocks, "monitoring-dashboards")["ConfigMap", "triton-dashboard"]
-    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert spec["ruleSelectorNilUsesHelmValues"] is False and spec["externalLabels"] == {"cluster": "prod"}
+    served = objects(mocks, "monitoring-dashboards")
+    for stem in dashboards.dashboards():
+        assert served["ConfigMap", f"{stem}-dashboard"]["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert served["PrometheusRule", "gpu-serving"]["spec"] == {"groups": rules.groups()}
     adapter = mocks.one(CHART, "prometheus-adapter").inputs
-    assert adapter["values"]["rules"]["custom"][0]["name"]["as"] == "triton_queue_duration_us_per_request"
+    (custom,) = adapter["values"]["rules"]["custom"]
+    assert custom["name"] == {"matches": f"^{rules.POD_QUEUE_TIME}$", "as": "triton_queue_duration_us_per_request"}
+    assert custom["seriesQuery"].startswith(rules.POD_QUEUE_TIME + "{") and "clamp_min" not in custom["metricsQuery"]
     assert adapter["values"]["prometheus"]["url"] == "http://kps-prometheus.monitoring.svc"
     urns = registered_urns()
     assert any(

@@ -1,6 +1,6 @@
 """The committed deploy/serving/<env>/ is a fresh render, and it passes the schema checks:
-kubernetes-validate --strict for built-in kinds, cloudcoil's pydantic models for Istio and the
-ServiceMonitor, the vendored Application schema for Argo CD, and checkov."""
+kubernetes-validate --strict for built-in kinds, cloudcoil's pydantic models for Istio, the
+ServiceMonitor and the PrometheusRule, the vendored Application schema for Argo CD, and checkov."""
 
 import json
 import subprocess
@@ -26,6 +26,7 @@ CRD_MODELS = {
     ("networking.istio.io/v1", "DestinationRule"): istio_networking.DestinationRule,
     ("networking.istio.io/v1", "VirtualService"): istio_networking.VirtualService,
     ("monitoring.coreos.com/v1", "ServiceMonitor"): prometheus_operator.ServiceMonitor,
+    ("monitoring.coreos.com/v1", "PrometheusRule"): prometheus_operator.PrometheusRule,
 }
 
 
@@ -78,7 +79,7 @@ def without_empty(value):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_istio_and_service_monitor_objects_match_their_crd_models_field_for_field(env):
+def test_istio_and_prometheus_operator_objects_match_their_crd_models_field_for_field(env):
     seen = set()
     for path, obj in rendered(env):
         model = CRD_MODELS.get((obj["apiVersion"], obj["kind"]))
@@ -89,7 +90,7 @@ def test_istio_and_service_monitor_objects_match_their_crd_models_field_for_fiel
         dumped = parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
         assert without_empty(dumped) == without_empty(obj), f"{path}: fields unknown to {model.__name__}"
         seen.add(obj["kind"])
-    assert seen == {"PeerAuthentication", "DestinationRule", "VirtualService", "ServiceMonitor"}
+    assert seen == {"PeerAuthentication", "DestinationRule", "VirtualService", "ServiceMonitor", "PrometheusRule"}
 
 
 def test_a_misspelt_istio_field_is_caught_by_the_round_trip():
