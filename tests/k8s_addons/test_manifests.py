@@ -148,7 +148,9 @@ def test_dcgm_exporter_exports_the_required_counters_on_port_9400(rendered, env)
     rows = [row for row in csv.reader(io.StringIO(counters_csv)) if row and not row[0].startswith("#")]
     fields = {row[0].strip() for row in rows}
     assert fields >= REQUIRED_COUNTERS
-    assert all(row[1].strip() in {"gauge", "counter"} for row in rows)
+    assert all(row[1].strip() in {"gauge", "counter", "label"} for row in rows)
+    # The driver version is a label on every metric, which GpuDriverVersionDrift compares with the pin.
+    assert [row[0].strip() for row in rows if row[1].strip() == "label"] == ["DCGM_FI_DRIVER_VERSION"]
     daemonset = find(manifests, "DaemonSet", "dcgm-exporter")
     (exporter,) = daemonset["spec"]["template"]["spec"]["containers"]
     assert exporter["ports"] == [{"name": "metrics", "containerPort": 9400, "protocol": "TCP"}]
