@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from lab_fleet import serving
-from lab_fleet.processes import LOOPBACK, ServerError, free_port, group_members
-from lab_fleet.serving import ServingLab
+from lab_fleet.processes import (
+    LOOPBACK,
+    ServerError,
+    command_of,
+    free_port,
+    group_members,
+    spawn,
+    stop_group,
+    wait_for,
+    wait_ready,
+)
+from lab_fleet.serving import LIMITER_JOB, SCRAPE_INTERVAL_S, TRITON_JOB, ServingLab
 
 pytestmark = pytest.mark.serving_lab
 
@@ -45,22 +59,54 @@ def started_pids(run_dir: Path) -> list[int]:
     return found
 
 
+@contextmanager
+def limiter_agent(tmp_path: Path) -> Iterator[str]:
+    """The cgroup limiter agent (limiter/) on an empty fake cgroup tree, metrics on a free
+    loopback port; yields that HOST:PORT."""
+    (tmp_path / "cgroup").mkdir()
+    (tmp_path / "pods.json").write_text('{"items": []}')
+    (tmp_path / "limiter.yml").write_text(f"metrics: {{address: {LOOPBACK}}}\n")
+    port = free_port()
+    argv = [sys.executable, "-m", "cgroup_limiter", "--config", str(tmp_path / "limiter.yml")]
+    argv += ["--cgroup-root", str(tmp_path / "cgroup"), "--pods-file", str(tmp_path / "pods.json")]
+    argv += ["--node-name", "serving-lab", "--metrics-port", str(port)]
+    proc = spawn(argv, tmp_path / "limiter.log", {**os.environ, "PYTHONPATH": str(REPO / "limiter")})
+    try:
+        wait_ready(f"http://{LOOPBACK}:{port}/healthz", 30, "the limiter agent", proc, tmp_path / "limiter.log")
+        yield f"{LOOPBACK}:{port}"
+    finally:
+        stop_group(proc.pid)
+        proc.wait()
+
+
+def target_health(prometheus_url: str) -> dict[str, str]:
+    with urllib.request.urlopen(f"{prometheus_url}/api/v1/targets?state=active", timeout=5) as response:
+        return {t["labels"]["job"]: t["health"] for t in json.load(response)["data"]["activeTargets"]}
+
+
 def test_up_status_down_in_separate_processes_leave_no_process(tmp_path: Path) -> None:
     run_dir = tmp_path / "lab"
-    up = serve_lab("up", "--run-dir", str(run_dir))
-    try:
-        assert up.returncode == 0, up.stderr
-        for label in ("Triton HTTP", "Triton gRPC", "Triton metrics", "Prometheus", "Alertmanager"):
-            assert re.search(rf"^{label} +(http://)?127\.0\.0\.1:\d+", up.stdout, re.M), up.stdout
-        pids = lab_processes(run_dir)
-        assert len(pids) >= 3 + 3, pids  # three servers and Triton's backend stubs (one per model instance)
-        status = serve_lab("status", "--run-dir", str(run_dir))
-        assert status.returncode == 0
-        assert status.stdout.count("healthy") == 3, status.stdout
-    finally:
-        down = serve_lab("down", "--run-dir", str(run_dir))
+    with limiter_agent(tmp_path) as limiter:
+        up = serve_lab("up", "--run-dir", str(run_dir), "--limiter", limiter)
+        try:
+            assert up.returncode == 0, up.stderr
+            for label in ("Triton HTTP", "Triton gRPC", "Triton metrics", "Prometheus", "Alertmanager"):
+                assert re.search(rf"^{label} +(http://)?127\.0\.0\.1:\d+", up.stdout, re.M), up.stdout
+            pids = lab_processes(run_dir)
+            assert len(pids) >= 3 + 3, pids  # three servers and Triton's backend stubs (one per model instance)
+            status = serve_lab("status", "--run-dir", str(run_dir))
+            assert status.returncode == 0
+            assert status.stdout.count("healthy") == 3, status.stdout
+            prometheus = json.loads((run_dir / "state.json").read_text())["urls"]["prometheus"]
+            wait_for(
+                lambda: target_health(prometheus) == {TRITON_JOB: "up", LIMITER_JOB: "up"},
+                5 * SCRAPE_INTERVAL_S,
+                "Prometheus to scrape Triton and the limiter agent",
+            )
+        finally:
+            down = serve_lab("down", "--run-dir", str(run_dir))
     assert down.returncode == 0, down.stderr
-    assert [pid for pid in pids if Path(f"/proc/{pid}").exists() and group_members(pid)] == []
+    assert [pid for pid in pids if command_of(pid)] == []  # gone, or a zombie without a command line
     assert not (run_dir / "state.json").exists()
     assert serve_lab("status", "--run-dir", str(run_dir)).stdout.startswith("not running")
     assert serve_lab("down", "--run-dir", str(run_dir)).returncode == 0  # again: nothing to do
