@@ -19,7 +19,8 @@ HERE = Path(__file__).resolve().parent
 ALERTMANAGER = HERE / "alertmanager.yml"
 ROUTE_TESTS = HERE / "alertmanager_tests.yml"
 UNIT_TESTS = (HERE / "tests", HERE / "generated" / "tests")
-_NOISE = re.compile(r"^(Checking |Unit Testing: |\s*SUCCESS|\s*FAILED:\s*$|amtool: error: failed to validate)")
+_PREFIX = re.compile(r"^(Checking \S+\s*|\s*FAILED:\s*)")  # what the tools print before a finding
+_NOISE = re.compile(r"^(Unit Testing: |\s*SUCCESS|amtool: error: failed to validate|Warning: --config.file)")
 
 
 def relative(path: Path) -> str:
@@ -42,7 +43,8 @@ def _failure(source: Path, what: str, result: subprocess.CompletedProcess[str]) 
     if result.returncode == 0:
         return []
     lines = [line.rstrip() for line in (result.stdout + result.stderr).splitlines()]
-    detail = "\n".join(line for line in lines if line.strip() and not _NOISE.match(line))
+    kept = (_PREFIX.sub("", line) for line in lines if not _NOISE.match(line))
+    detail = "\n".join(line for line in kept if line.strip())
     return [f"{relative(source)}: {what} failed:\n{detail}"]
 
 

@@ -95,16 +95,12 @@ def problems(document: Any, source: str, runbook: Path = RUNBOOK) -> list[str]:
         return [f"{source}: not a Prometheus rule file (no `groups:` list)"]
     anchors = runbook_anchors(runbook)
     found = []
-    names: set[str] = set()
-    for group_index, rule_group in enumerate(document["groups"]):
-        group_name = rule_group.get("name", f"#{group_index}") if isinstance(rule_group, Mapping) else group_index
-        if group_name in names:
-            found.append(f"{source}: group {group_name!r}: the name is used twice")
-        names.add(group_name)
-        for index, rule in enumerate(rule_group.get("rules") or [] if isinstance(rule_group, Mapping) else []):
+    for rule_group in document["groups"]:
+        name = rule_group.get("name") if isinstance(rule_group, Mapping) else None
+        for index, rule in enumerate(rule_group.get("rules") or [] if name else []):
             if "alert" in rule:
-                where = f"{source}: group {group_name!r}: alert {rule['alert']!r}"
+                where = f"{source}: group {name!r}: alert {rule['alert']!r}"
                 found += [f"{where} {problem}" for problem in _alert_problems(rule, anchors)]
             elif "record" not in rule:
-                found.append(f"{source}: group {group_name!r}: rule {index} is neither an alert nor a record")
+                found.append(f"{source}: group {name!r}: rule {index} is neither an alert nor a record")
     return found

@@ -1,0 +1,13 @@
+# Monitoring as code (monitoring/, see monitoring/README.md).
+#   make monitoring        write monitoring/generated/ from monitoring/*.py (commit the result)
+#   make test-monitoring   generated files current, promtool check/test rules, amtool check-config
+#                          and route tests (python -m monitoring check), then tests/monitoring
+.PHONY: monitoring test-monitoring
+
+monitoring: venv
+	$(BIN)/python -m monitoring build
+
+TEST_TARGETS += test-monitoring
+test-monitoring: deps venv
+	$(BIN)/python -m monitoring check
+	$(BIN)/pytest tests/monitoring
