@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ ALERTMANAGER = HERE / "alertmanager.yml"
 ROUTE_TESTS = HERE / "alertmanager_tests.yml"
 UNIT_TESTS = (HERE / "tests", HERE / "generated" / "tests")
 _PREFIX = re.compile(r"^(Checking \S+\s*|\s*FAILED:\s*)")  # what the tools print before a finding
-_NOISE = re.compile(r"^(Unit Testing: |\s*SUCCESS|amtool: error: failed to validate|Warning: --config.file)")
+_NOISE = re.compile(r"^(Unit Testing: |\s*SUCCESS|amtool: error: failed to validate|Warning: )")
 
 
 def relative(path: Path) -> str:
@@ -43,9 +44,14 @@ def _failure(source: Path, what: str, result: subprocess.CompletedProcess[str]) 
     if result.returncode == 0:
         return []
     lines = [line.rstrip() for line in (result.stdout + result.stderr).splitlines()]
-    kept = (_PREFIX.sub("", line) for line in lines if not _NOISE.match(line))
-    detail = "\n".join(line for line in kept if line.strip())
+    detail = "\n".join(_clean(lines))
     return [f"{relative(source)}: {what} failed:\n{detail}"]
+
+
+def _clean(lines: list[str]) -> list[str]:
+    """The findings of a tool's output, without its banners."""
+    kept = (_PREFIX.sub("", line) for line in lines if not _NOISE.match(line))
+    return [line for line in kept if line.strip()]
 
 
 def rule_file(path: Path) -> list[str]:
@@ -54,6 +60,14 @@ def rule_file(path: Path) -> list[str]:
     if found:
         return found
     return spec.problems(yaml.safe_load(path.read_text(encoding="utf-8")), relative(path))
+
+
+def rule_text(text: str, shown_as: str) -> list[str]:
+    """rule_file() on the text a build would write, each problem naming `shown_as`."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rules.yml"
+        path.write_text(text, encoding="utf-8")
+        return [problem.replace(str(path), shown_as) for problem in rule_file(path)]
 
 
 def unit_test_files(folders: tuple[Path, ...] = UNIT_TESTS) -> list[Path]:
@@ -117,10 +131,12 @@ def route_tests(config: Path = ALERTMANAGER, cases: Path = ROUTE_TESTS) -> list[
             *labels,
         )
         if result.returncode:
-            got = result.stdout.strip().splitlines()[0] if result.stdout.strip() else result.stderr.strip()
+            output = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+            mismatch = any(line.startswith("WARNING: Expected receivers did not match") for line in output)
+            got = f"reached {output[0]}" if mismatch else "failed: " + " ".join(_clean(output))
             found.append(
                 f"{relative(cases)}: case {case['name']!r} ({case['route']} of {relative(config)}):"
-                f" {' '.join(labels)} reached {got}, expected {','.join(case['receivers'])}"
+                f" {' '.join(labels)} {got}, expected {','.join(case['receivers'])}"
             )
     return found
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from monitoring import __main__ as cli
-from monitoring import build, checks, rules, spec
+from monitoring import build, checks, dashboards, rules, spec
 
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool: apt install prometheus")
 needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool: apt install prometheus-alertmanager")
@@ -68,6 +68,20 @@ def test_a_rule_file_with_a_syntax_error_names_the_file_and_the_rule(tmp_path):
     (problem,) = checks.rule_file(path)
     assert problem.startswith(f"{path}: promtool check rules failed:")
     assert 'group "bad.alerts"' in problem and '"TritonDown"' in problem and "parse error" in problem
+
+
+@needs_promtool
+@needs_amtool
+def test_check_runs_promtool_on_what_the_source_builds_now(monkeypatch, capsys):
+    monkeypatch.setattr(rules, "groups", lambda: [{"name": "bad.alerts", "rules": [rule(expr="rate(up[5m]")]}])
+    monkeypatch.setattr(checks, "unit_tests", lambda paths: [])
+    monkeypatch.setattr(dashboards, "check", list)
+    assert cli.main(["check"]) == 1
+    err = capsys.readouterr().err
+    assert "monitoring/generated/rules.yml: differs from its source" in err
+    (finding,) = [line for line in err.splitlines() if "could not parse expression" in line]
+    assert finding.startswith("monitoring/generated/rules.yml (as built from monitoring/rules.py): ")
+    assert 'group "bad.alerts", rule 1, "TritonDown"' in finding
 
 
 @needs_promtool
