@@ -160,7 +160,7 @@ class ServingLab:
         triton_args: Sequence[str] = (),
         matrix_path: Path = MATRIX_PATH,
     ) -> None:
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir).resolve()
         self.rules = Path(rules).resolve()
         self.alertmanager_config = Path(alertmanager_config).resolve()
         self.limiter_target = limiter_target
