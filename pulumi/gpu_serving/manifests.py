@@ -7,16 +7,17 @@ functions of the StackConfig: no I/O, no Pulumi.
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 from typing import Any
 
 from gpu_serving.config import StackConfig, Triton
 from monitoring import build as monitoring_rules
-from monitoring import dashboards
+from monitoring.build import GENERATED
 
 Obj = dict[str, Any]
 
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+DASHBOARDS: Path = GENERATED / "dashboards"  # written by `python -m monitoring build`
 TRITON_UID = 1000  # the triton-server user of the NGC image
 ISTIO_NAMESPACE = "istio-system"
 ARGOCD_NAMESPACE = "argocd"
@@ -329,7 +330,8 @@ def triton_routing_objects(cfg: StackConfig) -> list[Obj]:
 
 
 def monitoring_objects(cfg: StackConfig) -> list[Obj]:
-    """A ConfigMap per Grafana dashboard (monitoring/dashboards.py) for Grafana's sidecar, and
+    """A ConfigMap per Grafana dashboard for Grafana's sidecar (the JSON that monitoring/dashboards.py
+    generates, read as committed so a deploy needs no dashboard SDK), and
     the recording rules and alerts of monitoring/rules.py as a PrometheusRule, which
     kube-prometheus-stack's Prometheus selects (ruleSelectorNilUsesHelmValues: false). The
     monitoring namespace is Pulumi's (GrafanaAdmin, which also holds the admin Secret), or the
@@ -340,10 +342,10 @@ def monitoring_objects(cfg: StackConfig) -> list[Obj]:
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _meta(f"{stem}-dashboard", ns, labels),
-            "data": {f"{stem}.json": json.dumps(board, indent=2, sort_keys=True, ensure_ascii=False)},
+            "metadata": _meta(f"{board.stem}-dashboard", ns, labels),
+            "data": {board.name: board.read_text(encoding="utf-8")},
         }
-        for stem, board in sorted(dashboards.dashboards().items())
+        for board in sorted(DASHBOARDS.glob("*.json"), key=lambda path: path.stem)
     ]
     objects.append(
         {

@@ -3,7 +3,7 @@
 deploy/serving/<env>/
   root.yaml      the app-of-apps; Pulumi creates it (delivery argocd), or `kubectl apply -f` it
   apps/          Applications: the pinned charts with their values, the add-ons, the manifests
-  manifests/     Triton, Istio routing and mTLS, the Grafana dashboard
+  manifests/     Triton, Istio routing and mTLS, the Grafana dashboards and the PrometheusRule (monitoring/)
 
 Helm charts are not templated here (no helm, no network): their Applications carry the
 chart's repository, pinned version and values, so Argo CD installs what Pulumi would.
