@@ -75,7 +75,9 @@ def dcgm(addons: Path = ADDONS) -> set[str]:
         for document in yaml.safe_load_all(manifest.read_text(encoding="utf-8")):
             if document and document["kind"] == "ConfigMap" and "counters.csv" in document.get("data", {}):
                 rows = document["data"]["counters.csv"].splitlines()
-                per_env.append({row.split(",")[0].strip() for row in rows if row.strip() and row[0] != "#"})
+                fields = [[cell.strip() for cell in row.split(",")] for row in rows if row.strip() and row[0] != "#"]
+                # A `label` row adds a label to every metric (the driver version), not a metric.
+                per_env.append({field[0] for field in fields if len(field) < 2 or field[1] != "label"})
     if not per_env:
         raise FileNotFoundError(f"no dcgm-exporter counters.csv under {addons}: run `make render-addons`")
     return set.intersection(*per_env)
