@@ -1,4 +1,4 @@
-"""Every dashboard panel returns data from the lab's Prometheus while perf_analyzer loads every
+"""Every recording rule and every dashboard panel returns data from the lab's Prometheus while perf_analyzer loads every
 example model version, with the template variables set to that model and version; and the
 recorded Triton scrape (tests/monitoring/fixtures) still has the live server's metric names.
 
@@ -17,9 +17,11 @@ import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
+import yaml
 
 from lab_fleet.serving import ServingLab
 from monitoring import dashboards, metric_names
+from monitoring.build import RULE_FILE
 from monitoring.promql import metric_names as names_in
 from monitoring.rules import REQUESTS
 from monitoring.triton_scrape import ready_versions, scrape
@@ -145,3 +147,26 @@ def test_the_recorded_triton_scrape_still_has_the_live_names(loaded_lab: tuple[S
         f"only live: {sorted(live - recorded)}; only recorded: {sorted(recorded - live)}: "
         "run `python -m monitoring.triton_scrape` and review the dashboards and rules"
     )
+
+
+def test_every_recording_rule_has_data_for_every_loaded_version(loaded_lab: tuple[ServingLab, Versions]) -> None:
+    """Each record of monitoring/generated/rules.yml, evaluated by the lab's Prometheus under
+    load: a `model_version*` record has a series for every loaded model version, any other
+    record (the HPA's per-pod metric) has at least one series."""
+    lab, versions = loaded_lab
+    groups = yaml.safe_load(RULE_FILE.read_text(encoding="utf-8"))["groups"]
+    records = [rule["record"] for group in groups for rule in group["rules"] if "record" in rule]
+    assert records, f"{RULE_FILE} has no recording rule"
+    missing = []
+    for record in records:
+        series = _query(lab.prometheus_url, record)
+        if record.startswith("model_version"):
+            seen = {(s["metric"].get("model"), s["metric"].get("version")) for s in series}
+            missing += [
+                f"{record}: no series for {model} v{version}"
+                for model, version in versions
+                if (model, version) not in seen
+            ]
+        elif not series:
+            missing.append(f"{record}: no series")
+    assert not missing, f"{RULE_FILE.name} under load:\n" + "\n".join(missing)
