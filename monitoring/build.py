@@ -38,8 +38,9 @@ def _string(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _string)
 
 
-def to_yaml(document: Any) -> str:
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, explicit_start=True, width=120, allow_unicode=True)
+def to_yaml(document: Any, width: int = 120) -> str:
+    """YAML as yamllint --strict wants it; pulumi's renderer writes deploy/ with it too."""
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, explicit_start=True, width=width, allow_unicode=True)
 
 
 def rule_document(source: str = "monitoring/rules.py") -> dict[str, Any]:

@@ -16,36 +16,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpu_serving import gitops, manifests
 from gpu_serving.config import ConfigError, StackConfig, from_stack_file
 from gpu_serving.fleet import FleetError
 from gpu_serving.manifests import Obj
+from monitoring.build import to_yaml as yaml_text
 
 HEADER = "# Rendered by `make render ENV={env}` from pulumi/Pulumi.{env}.yaml: edit those, not this file.\n"
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block style, sequences indented under their key (yamllint's indent-sequences)."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        return super().increase_indent(flow, False)
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _string(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _string)
-
-
 def to_yaml(obj: Any) -> str:
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, explicit_start=True, width=110, allow_unicode=True)
+    return yaml_text(obj, width=110)
 
 
 def served_objects(cfg: StackConfig) -> list[Obj]:

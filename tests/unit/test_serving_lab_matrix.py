@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
 import pytest
 import yaml
 
-from platform_matrix import DEFAULT_PATH, MatrixError, load
+from platform_matrix import MatrixError, load
 from platform_matrix.__main__ import main as cli
 from platform_matrix.matrix import parse
-
-
-def raw() -> dict[str, Any]:
-    return copy.deepcopy(yaml.safe_load(DEFAULT_PATH.read_text()))
+from tests.unit.test_platform_matrix import mutate, raw
 
 
 def test_the_lab_runs_one_of_the_deployed_releases() -> None:
@@ -58,17 +52,8 @@ def test_the_lab_runs_one_of_the_deployed_releases() -> None:
 def test_a_malformed_serving_lab_section_names_the_key(
     keys: tuple[str, ...], value: object, key: str, reason: str
 ) -> None:
-    data = raw()
-    *parents, last = keys
-    target = data
-    for part in parents:
-        target = target[part]
-    if value is KeyError:
-        del target[last]
-    else:
-        target[last] = value
     with pytest.raises(MatrixError) as caught:
-        parse(data, "matrix.yml")
+        parse(mutate(".".join(keys), value), "matrix.yml")
     assert (caught.value.path, caught.value.key) == ("matrix.yml", key)
     assert reason in caught.value.reason
 
