@@ -1,4 +1,9 @@
-"""Rules from how the repository is deployed: Kubernetes names, GPU scheduling, version policy."""
+"""Rules from how the repository is served and deployed: URL-safe names, GPU scheduling, version policy.
+
+Every model is served through the one Triton Service, so a model name never names a
+Kubernetes object and need not be a DNS label (Triton serves `ImagePre` and `densenet_onnx`).
+It is a path segment of Triton's HTTP API, though: see `check_name`.
+"""
 
 from __future__ import annotations
 
@@ -10,46 +15,27 @@ from model_repo_check.findings import Report
 from model_repo_check.layout import ModelDir
 
 Kind = model_config_pb2.ModelInstanceGroup.Kind
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_LABEL_MAX = 63
-
-
-def service_name(model_name: str) -> str:
-    """The Kubernetes Service name a model gets: underscores become hyphens."""
-    return model_name.replace("_", "-")
+# The characters urllib.parse.quote leaves as they are, and so tritonclient's HTTP client.
+URL_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.~-]+$")
 
 
 def check_name(model: ModelDir, report: Report) -> None:
+    """A warning, not an error: Triton 2.51 loads such a model, but its HTTP API does not
+    percent-decode the model name in /v2/models/<name>/..., while tritonclient's HTTP client
+    percent-encodes every other character, so its requests miss the model (gRPC reaches it).
+    Measured against the real server: 'a+b' and 'a:b' loaded and were ready over gRPC; over HTTP
+    /v2/models/a+b/ready answered 200, /v2/models/a%2Bb/ready (what tritonclient sends) 400.
+    'ImagePre', 'densenet_onnx' and 'Image.Preprocess' loaded and answered under both."""
     name = model.config.name or model.path.name
-    at = model.where.find("name")
-    if len(name) > DNS_LABEL_MAX or not DNS_LABEL.match(service_name(name)):
-        report.error(
-            "dns-name",
-            f"model name '{name}' cannot name a Kubernetes Service: use at most {DNS_LABEL_MAX} characters "
-            "from a-z, 0-9 and '-', starting and ending with a letter or digit",
-            at,
-        )
-    elif "_" in name:
+    if not URL_SAFE_NAME.match(name):
+        unsafe = "".join(sorted({c for c in name if not URL_SAFE_NAME.match(c)}))
         report.warning(
-            "dns-underscore",
-            f"model name '{name}' has underscores, which a DNS label cannot carry; its Service becomes "
-            f"'{service_name(name)}', so the names differ — prefer '{service_name(name)}' for both",
-            at,
+            "url-unsafe-name",
+            f"model name '{name}' has characters a URL must percent-encode ({unsafe!r}); Triton does not decode "
+            "them in its HTTP paths, so HTTP clients miss this model (gRPC reaches it): keep to A-Z, a-z, 0-9 "
+            "and '_', '.', '-', '~'",
+            model.where.find("name"),
         )
-
-
-def check_service_collisions(models: list[ModelDir], report: Report) -> None:
-    seen: dict[str, str] = {}
-    for model in models:
-        name = model.config.name or model.path.name
-        service = service_name(name)
-        if service in seen and seen[service] != name:
-            report.error(
-                "service-collision",
-                f"models '{seen[service]}' and '{name}' would both get the Service '{service}'",
-                model.where.find("name"),
-            )
-        seen.setdefault(service, name)
 
 
 def check_gpus(model: ModelDir, gpus: int | None, report: Report) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from model_repo_check.config_rules import check_config
-from model_repo_check.deployment import check_deployment, check_service_collisions
+from model_repo_check.deployment import check_deployment
 from model_repo_check.findings import Location, Report
-from model_repo_check.layout import ModelDir, load_model_dir, model_folders
+from model_repo_check.layout import load_model_dir, model_folders
 from model_repo_check.onnx_model import check_onnx_version, onnx_path
 
 
@@ -17,13 +17,11 @@ def validate_repository(repository: Path, gpus: int | None = None) -> Report:
     if not repository.is_dir():
         report.error("no-repository", "model repository folder not found", Location(repository))
         return report
-    models: list[ModelDir] = []
     for folder in model_folders(repository):
         report.models.append(folder.name)
         model = load_model_dir(folder, report)
         if model is None:
             continue
-        models.append(model)
         check_config(model, report)
         check_deployment(model, gpus, report)
         if model.backend == "onnxruntime":
@@ -33,5 +31,4 @@ def validate_repository(repository: Path, gpus: int | None = None) -> Report:
                     check_onnx_version(model, version, path, report)
     if not report.models:
         report.error("empty-repository", "the repository holds no model folder", Location(repository))
-    check_service_collisions(models, report)
     return report

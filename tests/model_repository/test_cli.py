@@ -61,11 +61,11 @@ def test_json_output(repo, capsys):
 
 
 def test_warnings_fail_only_with_strict(repo, capsys):
-    (repo / "image-preprocess").rename(repo / "image_preprocess")
-    path = repo / "image_preprocess/config.pbtxt"
-    path.write_text(path.read_text().replace('name: "image-preprocess"', 'name: "image_preprocess"'))
+    (repo / "image-preprocess").rename(repo / "image+preprocess")
+    path = repo / "image+preprocess/config.pbtxt"
+    path.write_text(path.read_text().replace('name: "image-preprocess"', 'name: "image+preprocess"'))
     assert main([str(repo)]) == 0
-    assert "warning: model name 'image_preprocess' has underscores" in capsys.readouterr().out
+    assert "warning: model name 'image+preprocess' has characters a URL must percent-encode" in capsys.readouterr().out
     assert main([str(repo), "--strict"]) == 1
     assert capsys.readouterr().out.splitlines()[-1].endswith(": FAILED")
 

@@ -26,7 +26,7 @@ def test_examples_cover_both_batching_styles():
     assert not report.findings
     configs = {p.parent.name: p.read_text() for p in EXAMPLES.glob("*/config.pbtxt")}
     assert "max_batch_size: 16" in configs["text-classifier"]
-    assert "preferred_batch_size: [4, 8]" in configs["text-classifier"]
+    assert "dynamic_batching {" in configs["text-classifier"]
     assert "max_batch_size: 0" in configs["image-preprocess"]
     assert all("model_warmup" in text for text in configs.values())
 
