@@ -32,7 +32,8 @@ IMAGE_MEAN = (0.485, 0.456, 0.406)
 IMAGE_STD = (0.229, 0.224, 0.225)
 
 
-def _model(graph: onnx.GraphProto, doc: str) -> onnx.ModelProto:
+def finish_model(graph: onnx.GraphProto, doc: str) -> onnx.ModelProto:
+    """The graph as a checked model of the fixed opset and IR version, no timestamps."""
     model = helper.make_model(
         graph,
         producer_name=PRODUCER,
@@ -78,7 +79,7 @@ def text_classifier(seed: int = 1, input_name: str = "embedding", batch_axis: bo
             _initializer("b2", rng.normal(0.0, 0.05, (len(TEXT_LABELS),))),
         ],
     )
-    return _model(graph, f"Sentence-embedding classifier, weights seed {seed}.")
+    return finish_model(graph, f"Sentence-embedding classifier, weights seed {seed}.")
 
 
 def image_preprocess() -> onnx.ModelProto:
@@ -101,7 +102,7 @@ def image_preprocess() -> onnx.ModelProto:
             _initializer("std", np.array(IMAGE_STD)),
         ],
     )
-    return _model(graph, "HWC uint8 RGB image to normalised CHW float32.")
+    return finish_model(graph, "HWC uint8 RGB image to normalised CHW float32.")
 
 
 @dataclass(frozen=True)
