@@ -2,14 +2,25 @@
 #   make validate-models            every check, GPUs assumed available
 #   make validate-models ENV=prod   plus the KIND_GPU rule of pulumi/Pulumi.prod.yaml
 #   make validate-models VALIDATE_FLAGS='--strict --format json'
+#   make validate-models-triton     the real tritonserver 2.51 (release 24.10, .venv-triton) loads
+#                                   each model on this machine and gives its own verdict
+#   make test-models-triton         pytest -m serving_lab tests/model_repository (both engines)
 # The Makefile's own `ENV ?= prod` default does not count: only an ENV given on the command
 # line or in the environment selects a target environment here.
-.PHONY: validate-models example-models bench-validate
+.PHONY: validate-models validate-models-triton test-models-triton example-models bench-validate
 
 MODELS_ENV_ARG = $(if $(filter command line environment,$(origin ENV)),--env $(ENV))
 
 validate-models: venv
 	$(BIN)/python scripts/validate_model_repo model_repository $(MODELS_ENV_ARG) $(VALIDATE_FLAGS)
+
+# .venv-triton/.stamp is spelled out: TRITON_VENV comes from mk/serving.mk, read after this file.
+validate-models-triton: venv .venv-triton/.stamp
+	$(BIN)/python scripts/validate_model_repo model_repository --engine triton $(VALIDATE_FLAGS)
+
+TEST_TARGETS += test-models-triton
+test-models-triton: venv .venv-triton/.stamp
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m serving_lab tests/model_repository
 
 # Rebuild the committed example .onnx files (deterministic: no diff unless the builder changed).
 example-models: venv

@@ -151,3 +151,19 @@ def test_make_validate_models_passes_env_only_when_given(args, env, expected):
     )
     [command] = [line for line in run.stdout.splitlines() if "validate_model_repo" in line]
     assert command.split("python ", 1)[1].strip() == expected
+
+
+def test_triton_engine_without_its_venv_names_the_make_target(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("lab_fleet.triton.TRITON_VENV", tmp_path / "no-venv")
+    assert main(["--engine", "triton"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("validate_model_repo: error: ")
+    assert "run `make .venv-triton/.stamp`" in err
+
+
+@pytest.mark.parametrize("target", [["--gpus", "1"], ["--env", "prod"]])
+def test_triton_engine_takes_no_target_environment(target, capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["--engine", "triton", *target])
+    assert raised.value.code == 2
+    assert "--engine triton uses this machine" in capsys.readouterr().err
