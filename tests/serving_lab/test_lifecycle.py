@@ -116,7 +116,12 @@ def test_a_broken_model_repository_fails_up_with_tritons_reason_and_stops_alertm
     models = tmp_path / "models"
     shutil.copytree(REPO / "model_repository/text-classifier", models / "text-classifier")
     config = models / "text-classifier/config.pbtxt"
-    config.write_text(config.read_text().replace("preferred_batch_size: [4, 8]", "preferred_batch_size: [4, 32]"))
+    # A preferred batch size above max_batch_size, whatever the committed batching block holds.
+    broken, count = re.subn(
+        r"dynamic_batching\s*\{[^}]*\}", "dynamic_batching { preferred_batch_size: [4, 4096] }", config.read_text()
+    )
+    assert count == 1, f"{config} has no dynamic_batching block to break"
+    config.write_text(broken)
     lab = ServingLab(tmp_path / "lab", model_repository=models)
     with pytest.raises(ServerError, match=r"tritonserver exited with status \d+") as caught:
         lab.up(timeout=60)
