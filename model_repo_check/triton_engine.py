@@ -161,6 +161,10 @@ class _Server:
         self.client: triton_grpc.InferenceServerClient | None = None
 
     def start(self) -> triton_grpc.InferenceServerClient:
+        """The client of a running server; a server that died since its last answer (a crash while
+        it unloaded a failed model, say) is killed and a fresh one started."""
+        if self.client is not None and (CRASH.search(self._log_since(0)) or not group_members(self.triton.pid or 0)):
+            self.kill()
         if self.client is None:
             self.triton.start()
             self.client = triton_grpc.InferenceServerClient(self.triton.grpc_url)
@@ -198,12 +202,12 @@ class _Server:
         while True:
             done = self._wait(future)
             log = self._log_since(offset)
-            crashed = bool(CRASH.search(log)) or not group_members(pid)
+            crashed = bool(CRASH.search(log)) or not group_members(pid) or (done and _unreachable(future))
             if crashed or (not done and time.monotonic() > deadline):
                 if crashed:
                     time.sleep(CRASH_SETTLE_S)
                     log = self._log_since(offset)
-                last = CRASH.findall(log) or ["it exited" if crashed else f"no answer within {timeout:g} s"]
+                last = CRASH.findall(log) or ["it went away" if crashed else f"no answer within {timeout:g} s"]
                 words = " | ".join(dict.fromkeys([*_log_errors(log), *(line.strip() for line in last)]))
                 raise _ServerLost(words, crashed)
             if done:
@@ -253,6 +257,12 @@ class _Server:
             if pid is not None:
                 self._kill_group(pid)
             raise
+
+
+def _unreachable(future: Future[None]) -> bool:
+    """The call failed in transport (the server went away under it), not with Triton's answer."""
+    error = future.exception()
+    return isinstance(error, InferenceServerException) and error.status() == "StatusCode.UNAVAILABLE"
 
 
 class _ServerLost(RuntimeError):
