@@ -15,11 +15,11 @@ validate-models: venv
 	$(BIN)/python scripts/validate_model_repo model_repository $(MODELS_ENV_ARG) $(VALIDATE_FLAGS)
 
 # .venv-triton/.stamp is spelled out: TRITON_VENV comes from mk/serving.mk, read after this file.
-validate-models-triton: venv .venv-triton/.stamp
+validate-models-triton: deps venv .venv-triton/.stamp
 	$(BIN)/python scripts/validate_model_repo model_repository --engine triton $(VALIDATE_FLAGS)
 
 TEST_TARGETS += test-models-triton
-test-models-triton: venv .venv-triton/.stamp
+test-models-triton: deps venv .venv-triton/.stamp
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m serving_lab tests/model_repository
 
 # Rebuild the committed example .onnx files (deterministic: no diff unless the builder changed).
