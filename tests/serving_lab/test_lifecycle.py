@@ -123,11 +123,14 @@ def test_a_broken_model_repository_fails_up_with_tritons_reason_and_stops_alertm
     assert count == 1, f"{config} has no dynamic_batching block to break"
     config.write_text(broken)
     lab = ServingLab(tmp_path / "lab", model_repository=models)
-    with pytest.raises(ServerError, match=r"tritonserver exited with status \d+") as caught:
-        lab.up(timeout=60)
-    assert "preferred" in str(caught.value)  # Triton's own reason, from its log
-    assert lab.state() == {}
-    assert started_pids(tmp_path / "lab") == []
+    try:
+        with pytest.raises(ServerError, match=r"tritonserver exited with status \d+") as caught:
+            lab.up(timeout=60)
+        assert "preferred" in str(caught.value)  # Triton's own reason, from its log
+        assert lab.state() == {}
+        assert started_pids(tmp_path / "lab") == []
+    finally:
+        lab.down()  # has work to do only when `up` wrongly succeeded or left a process
 
 
 def test_a_taken_port_fails_up_naming_prometheus_and_stops_what_had_started(
@@ -139,8 +142,11 @@ def test_a_taken_port_fails_up_naming_prometheus_and_stops_what_had_started(
         ports = iter([free_port(), taken.getsockname()[1]])  # Alertmanager's, then Prometheus'
         monkeypatch.setattr(serving, "free_port", lambda: next(ports))
         lab = ServingLab(tmp_path / "lab")
-        with pytest.raises(ServerError, match="prometheus") as caught:
-            lab.up(timeout=60)
-    assert "address already in use" in str(caught.value)
-    assert lab.state() == {}
-    assert started_pids(tmp_path / "lab") == []
+        try:
+            with pytest.raises(ServerError, match="prometheus") as caught:
+                lab.up(timeout=60)
+            assert "address already in use" in str(caught.value)
+            assert lab.state() == {}
+            assert started_pids(tmp_path / "lab") == []
+        finally:
+            lab.down()  # has work to do only when `up` wrongly succeeded or left a process
