@@ -16,10 +16,26 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """A SIGTERM (a CI timeout, `kill`) ends the run like Ctrl-C, so `finally` blocks and fixture
+    teardowns still stop the servers; by default it would end Python at once and leave them."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def free_port() -> int:

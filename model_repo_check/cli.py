@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from lab_fleet.processes import ServerError
+from lab_fleet.processes import ServerError, sigterm_interrupts
 from lab_fleet.triton import TritonNotInstalledError
 from model_repo_check.repository import validate_repository
 from model_repo_check.target_env import TargetEnvError, gpus_for_env
@@ -95,7 +92,7 @@ def _triton(args: argparse.Namespace) -> int:
         print(f"{args.repository}: model repository folder not found", file=sys.stderr)
         return EXIT_FAILED
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             report = check_with_triton(args.repository)
     except (TritonNotInstalledError, ServerError) as err:
         print(f"validate_model_repo: error: {err}", file=sys.stderr)
@@ -137,17 +134,3 @@ def _triton_document(report: TritonReport, strict: bool, failed: bool) -> dict[s
             for v in report.verdicts
         ],
     }
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """A SIGTERM ends the run like Ctrl-C, so the engine still stops its tritonserver."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -3,7 +3,6 @@ the repository's model_repository, always torn down, and perf_analyzer load on d
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from collections.abc import Callable, Iterator
 
@@ -11,21 +10,6 @@ import pytest
 
 from lab_fleet.serving import ServingLab
 from tests.serving_lab.clients import drive_load
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _sigterm_runs_teardown() -> Iterator[None]:
-    """A SIGTERM (a CI timeout, `kill`) interrupts the run like Ctrl-C, so every fixture's teardown
-    still stops its lab; by default it would end pytest at once and leave the servers running."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture(scope="session")
