@@ -16,7 +16,7 @@ import pytest
 
 from lab_fleet.ansible_env import ansible_env
 from lab_fleet.lab import Lab
-from tests.lab.play_report import PlayReport
+from tests.lab.play_report import PlayReport, assert_succeeded
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,6 +107,5 @@ def lab_node(lab_vm: LabNode) -> LabNode:
         lab_vm.runs["check"] = lab_vm.playbook("playbooks/site.yml", "--check", "--diff")
         lab_vm.runs["converge"] = lab_vm.playbook("playbooks/site.yml")
         converge = lab_vm.runs["converge"]
-        report = PlayReport.parse(converge)
-        assert report.succeeded, f"site.yml on the fresh node: {report.verdict()}"
+        assert_succeeded(converge, "site.yml on the fresh node: ")
     return lab_vm

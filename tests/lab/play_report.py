@@ -25,7 +25,6 @@ class TaskResult:
 @dataclass(frozen=True)
 class PlayReport:
     returncode: int
-    stdout: str
     stderr: str
     stats: dict[str, dict[str, int]]
     failed: tuple[TaskResult, ...]
@@ -59,7 +58,6 @@ class PlayReport:
             incomplete = "the report has no play recap (stats): the run stopped before its end or matched no host"
         return cls(
             returncode=result.returncode,
-            stdout=result.stdout,
             stderr=result.stderr,
             stats=stats,
             failed=tuple(failed),
@@ -103,3 +101,10 @@ def _message(outcome: dict[str, object]) -> str:
     message = outcome.get("msg", "")
     text = " ".join(map(str, message)) if isinstance(message, list) else str(message)
     return " ".join(text.split())
+
+
+def assert_succeeded(result: subprocess.CompletedProcess[str], what: str = "") -> PlayReport:
+    """The run's report; fails the test with its verdict unless the run truly succeeded."""
+    report = PlayReport.parse(result)
+    assert report.succeeded, f"{what}{report.verdict()}"
+    return report

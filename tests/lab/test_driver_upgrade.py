@@ -13,7 +13,7 @@ import pytest
 from platform_matrix import load
 from tests.lab.compliance_run import assert_clean, compliance
 from tests.lab.conftest import LabNode
-from tests.lab.play_report import PlayReport
+from tests.lab.play_report import assert_succeeded
 
 pytestmark = pytest.mark.lab
 
@@ -47,7 +47,7 @@ def test_rolling_upgrade_to_another_build_and_back(lab_node: LabNode, tmp_path: 
     assert rows["apt_pin"].status == "fail" and f"does not pin version {pinned}" in rows["apt_pin"].message
 
     back = lab_node.playbook("playbooks/site.yml")
-    assert PlayReport.parse(back).succeeded, PlayReport.parse(back).verdict()
+    assert_succeeded(back)
     installed = lab_node.packages()
     for package in SOURCE["userspace_packages"]:
         assert installed[package] == (pinned, "hold"), f"{package} after returning to the pin: {installed[package]}"

@@ -8,7 +8,7 @@ import pytest
 
 from platform_matrix import load
 from tests.lab.conftest import LabNode, changed_tasks, stats
-from tests.lab.play_report import PlayReport
+from tests.lab.play_report import assert_succeeded
 
 pytestmark = pytest.mark.lab
 
@@ -24,7 +24,7 @@ def _debian_version_key(node: LabNode, a: str, b: str) -> bool:
 
 def test_check_mode_on_the_fresh_node_predicts_the_changes(lab_node: LabNode) -> None:
     check = lab_node.runs["check"]
-    assert PlayReport.parse(check).succeeded, PlayReport.parse(check).verdict()
+    assert_succeeded(check)
     predicted = changed_tasks(check)
     for task in (
         "nvidia_driver : Enable the driver's apt source (debian-nonfree)",
@@ -58,14 +58,14 @@ def test_site_converges_the_fresh_node(lab_node: LabNode) -> None:
 
 def test_a_second_run_changes_nothing(lab_node: LabNode) -> None:
     again = lab_node.playbook("playbooks/site.yml")
-    assert PlayReport.parse(again).succeeded, PlayReport.parse(again).verdict()
+    assert_succeeded(again)
     assert stats(again)["changed"] == 0, f"not idempotent, changed: {changed_tasks(again)}"
 
 
 def test_a_second_run_changes_nothing_without_mitogen_either(lab_node: LabNode) -> None:
     """ansible.cfg runs Mitogen; ANSIBLE_STRATEGY=linear is the documented way back to stock Ansible."""
     again = lab_node.playbook("playbooks/site.yml", env={"ANSIBLE_STRATEGY": "linear"})
-    assert PlayReport.parse(again).succeeded, PlayReport.parse(again).verdict()
+    assert_succeeded(again)
     assert stats(again)["changed"] == 0, f"not idempotent under linear, changed: {changed_tasks(again)}"
 
 

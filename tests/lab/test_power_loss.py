@@ -9,7 +9,7 @@ import pytest
 
 from platform_matrix import load
 from tests.lab.conftest import REPO, LabNode, stats
-from tests.lab.play_report import PlayReport
+from tests.lab.play_report import assert_succeeded
 
 pytestmark = pytest.mark.lab
 
@@ -49,7 +49,7 @@ def test_power_loss_during_the_driver_install_then_a_rerun_converges(lab_node: L
 
     lab_node.lab.up(count=1, memory_mb=1536, cpus=2, timeout=600)
     rerun = lab_node.playbook("playbooks/site.yml")
-    assert PlayReport.parse(rerun).succeeded, PlayReport.parse(rerun).verdict()
+    assert_succeeded(rerun)
     assert stats(rerun)["failures"] == 0
     installed = lab_node.packages()
     for package in SOURCE["userspace_packages"]:
