@@ -1,8 +1,9 @@
 """Every Kubernetes object of the serving stack, built once as plain dicts.
 
 The Pulumi components register these dicts and the renderer writes them as YAML, so a
-`pulumi up` and an Argo CD sync of deploy/serving/<env>/ apply the same objects. Pure
-functions of the StackConfig: no I/O, no Pulumi.
+`pulumi up` and an Argo CD sync of deploy/serving/<env>/ apply the same objects. Functions
+of the StackConfig, no Pulumi; the only files read are monitoring/'s (its generated dashboards,
+and the rules source with the matrix pin it reads).
 """
 
 from __future__ import annotations
