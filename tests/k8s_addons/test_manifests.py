@@ -125,6 +125,9 @@ def test_gpu_nodes_get_labels_and_taint_from_the_inventory(rendered, env):
         assert labels["gpu.example.com/pool"] == facts["gpu_fleet_pools"][0]
         assert {f"pool.gpu.example.com/{pool}" for pool in facts["gpu_fleet_pools"]} <= set(labels)
         assert {"key": "nvidia.com/gpu", "effect": "NoSchedule"} in node["spec"]["taints"]
+        # Argo CD patches a Node, and neither prunes it nor deletes it with the Application.
+        options = node["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
+        assert {"ServerSideApply=true", "Prune=false", "Delete=false"} <= set(options), node["metadata"]["name"]
 
 
 def test_staging_nodes_select_their_time_sliced_config(rendered):
