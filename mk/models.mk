@@ -9,6 +9,9 @@
 # line or in the environment selects a target environment here.
 .PHONY: validate-models validate-models-triton test-models-triton example-models bench-validate
 
+# The triton engine compiles its stand-in backend (model_repo_check/stand_in_backend/stand_in.c).
+APT_PACKAGES += gcc libc6-dev
+
 MODELS_ENV_ARG = $(if $(filter command line environment,$(origin ENV)),--env $(ENV))
 
 validate-models: venv

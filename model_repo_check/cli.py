@@ -15,7 +15,7 @@ from lab_fleet.processes import ServerError, sigterm_interrupts
 from lab_fleet.triton import TritonNotInstalledError
 from model_repo_check.repository import validate_repository
 from model_repo_check.target_env import TargetEnvError, gpus_for_env
-from model_repo_check.triton_engine import Status, TritonReport, check_with_triton
+from model_repo_check.triton_engine import StandInBuildError, Status, TritonReport, check_with_triton
 
 ROOT = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -94,7 +94,7 @@ def _triton(args: argparse.Namespace) -> int:
     try:
         with sigterm_interrupts():
             report = check_with_triton(args.repository)
-    except (TritonNotInstalledError, ServerError) as err:
+    except (TritonNotInstalledError, ServerError, StandInBuildError) as err:
         print(f"validate_model_repo: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     failed = report.failed(args.strict)

@@ -1,27 +1,59 @@
 """Rules about a config on its own that the protobuf schema cannot express.
 
-They mirror what Triton checks at load time (batching, dims, warmup, labels), so the
-mistake shows up here with the line it was written on instead of in a pod's log.
+They follow what Triton core checks at load time, in triton-inference-server/core r24.10
+(Triton 2.51): src/model_config_utils.cc ValidateModelConfig (batching, priorities, queue
+policies, response cache), NormalizeInstanceGroup and ValidateInstanceGroup, and
+src/backend_model_instance.cc GenerateWarmupData; tensors are in io_rules.py, sequence
+batching in sequence_rules.py, ensembles in ensemble_rules.py. Errors are what Triton
+refuses, with its reason; what it accepts but is still likely a mistake is a warning.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from tritonclient.grpc import model_config_pb2
 
+from model_repo_check.backend_rules import check_runtime
+from model_repo_check.ensemble_rules import check_ensemble_alone
 from model_repo_check.findings import Location, Report
+from model_repo_check.io_rules import TENSORRT_PLATFORM, check_io, element_count
 from model_repo_check.layout import ModelDir
+from model_repo_check.sequence_rules import check_sequence_batching
 
 DataType = model_config_pb2.DataType
 Kind = model_config_pb2.ModelInstanceGroup.Kind
+QueuePolicy = model_config_pb2.ModelQueuePolicy
+# What std::stoi reads of a profile name: leading space, a sign, digits (the rest is ignored).
+STOI = re.compile(r"^\s*[+-]?\d+")
+# triton::common::GetDataTypeByteSize; TYPE_STRING is variable (0).
+BYTE_SIZE = {
+    DataType.TYPE_BOOL: 1,
+    DataType.TYPE_UINT8: 1,
+    DataType.TYPE_UINT16: 2,
+    DataType.TYPE_UINT32: 4,
+    DataType.TYPE_UINT64: 8,
+    DataType.TYPE_INT8: 1,
+    DataType.TYPE_INT16: 2,
+    DataType.TYPE_INT32: 4,
+    DataType.TYPE_INT64: 8,
+    DataType.TYPE_FP16: 2,
+    DataType.TYPE_FP32: 4,
+    DataType.TYPE_FP64: 8,
+    DataType.TYPE_BF16: 2,
+}
 
 
 def check_config(model: ModelDir, report: Report) -> None:
     _check_batching(model, report)
-    _check_tensors(model, report)
+    check_ensemble_alone(model, report)
+    check_io(model, report)
+    check_sequence_batching(model, report)
+    _check_transaction_policy(model, report)
     _check_labels(model, report)
     _check_instance_groups(model, report)
+    check_runtime(model, report)
     _check_warmup(model, report)
 
 
@@ -30,60 +62,87 @@ def _check_batching(model: ModelDir, report: Report) -> None:
     max_batch = config.max_batch_size
     if max_batch < 0:
         report.error(
-            "max-batch-size", f"max_batch_size is {max_batch}; it must be 0 or more", where.find("max_batch_size")
+            "max-batch-size",
+            f"'max_batch_size' must be non-negative value for {config.name} (it is {max_batch})",
+            where.find("max_batch_size"),
         )
         return
-    if config.sequence_batching.HasField("oldest"):
-        oldest = config.sequence_batching.oldest
-        _check_preferred(model, ("sequence_batching", "oldest"), oldest.preferred_batch_size, report)
     if not config.HasField("dynamic_batching"):
         return
     if max_batch == 0:
-        report.error(
+        report.warning(
             "batching-without-batch-size",
-            "dynamic_batching is set but max_batch_size is 0: this model cannot batch "
+            "dynamic_batching is set but max_batch_size is 0: Triton loads it, but this model cannot batch "
             "(set max_batch_size > 0 if the model has a batch dimension, else remove dynamic_batching)",
             where.find("dynamic_batching"),
         )
-        return
-    _check_preferred(model, ("dynamic_batching",), config.dynamic_batching.preferred_batch_size, report)
+    _check_preferred(model, config.dynamic_batching.preferred_batch_size, report)
+    _check_priorities(model, report)
 
 
-def _check_preferred(model: ModelDir, scope: tuple[str, ...], sizes: Sequence[int], report: Report) -> None:
-    max_batch = model.config.max_batch_size
+def _check_preferred(model: ModelDir, sizes: Sequence[int], report: Report) -> None:
+    max_batch, name = model.config.max_batch_size, model.config.name
     for i, size in enumerate(sizes):
-        if not 0 < size <= max_batch:
+        at = model.where.find("dynamic_batching", "preferred_batch_size", i)
+        if size <= 0:
+            report.error("preferred-batch-size", f"dynamic batching preferred size must be positive for {name}", at)
+        elif size > max_batch:
             report.error(
                 "preferred-batch-size",
-                f"{'.'.join(scope)} preferred_batch_size {size} is outside 1..max_batch_size ({max_batch})",
-                model.where.find(*scope, "preferred_batch_size", i),
+                f"dynamic batching preferred size must be <= max batch size for {name} ({size} > {max_batch})",
+                at,
             )
 
 
-def _check_tensors(model: ModelDir, report: Report) -> None:
-    config, where = model.config, model.where
-    if config.platform != "ensemble" and not config.input:
-        report.error("no-inputs", "config declares no input", Location(model.config_path, 1, 1))
-    if config.platform != "ensemble" and not config.output:
-        report.error("no-outputs", "config declares no output", Location(model.config_path, 1, 1))
-    for kind, tensors in (("input", config.input), ("output", config.output)):
-        seen: set[str] = set()
-        for i, tensor in enumerate(tensors):
-            if tensor.name in seen:
+def _check_priorities(model: ModelDir, report: Report) -> None:
+    """Priority levels, queue policies and preserve_ordering (ValidateModelConfig)."""
+    batching, name, where = model.config.dynamic_batching, model.config.name, model.where
+    levels = batching.priority_levels
+    if levels != 0:
+        if not 1 <= batching.default_priority_level <= levels:
+            report.error(
+                "priority-level",
+                f"default priority level must be in range [1, {levels}] for {name} "
+                f"(it is {batching.default_priority_level})",
+                where.find("dynamic_batching", "default_priority_level"),
+            )
+        for level in sorted(batching.priority_queue_policy):
+            if not 1 <= level <= levels:
                 report.error(
-                    "duplicate-tensor", f"{kind} '{tensor.name}' is declared twice", where.find(kind, i, "name")
+                    "priority-level",
+                    f"priority queue policy must have priority level in range [1, {levels}] for {name} "
+                    f"(it has {level})",
+                    where.find("dynamic_batching", "priority_queue_policy"),
                 )
-            seen.add(tensor.name)
-            if tensor.data_type == DataType.TYPE_INVALID:
-                report.error("data-type", f"{kind} '{tensor.name}' has no data_type", where.find(kind, i))
-            if not tensor.dims:
-                report.error("dims-value", f"{kind} '{tensor.name}' has no dims", where.find(kind, i))
-            elif any(d == 0 or d < -1 for d in tensor.dims):
-                report.error(
-                    "dims-value",
-                    f"{kind} '{tensor.name}' dims {list(tensor.dims)}: each dim is -1 (dynamic) or positive",
-                    where.find(kind, i, "dims"),
-                )
+    if not batching.preserve_ordering:
+        return
+    if levels > 1:
+        report.error(
+            "preserve-ordering",
+            f"Only one priority level is allowed when 'preserve_ordering' is true for {name}",
+            where.find("dynamic_batching", "priority_levels"),
+        )
+    policies = [("default_queue_policy", batching.default_queue_policy)] + [
+        ("priority_queue_policy", policy) for _, policy in sorted(batching.priority_queue_policy.items())
+    ]
+    for field, policy in policies:
+        if policy.default_timeout_microseconds != 0 and policy.timeout_action == QueuePolicy.DELAY:
+            report.error(
+                "preserve-ordering",
+                f"Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for {name}",
+                where.find("dynamic_batching", field),
+            )
+
+
+def _check_transaction_policy(model: ModelDir, report: Report) -> None:
+    config = model.config
+    if config.model_transaction_policy.decoupled and config.response_cache.enable:
+        report.error(
+            "response-cache",
+            f"Response Cache does not currently support model {config.name} with 'decoupled' transaction policy. "
+            "Please disable the response cache.",
+            model.where.find("response_cache"),
+        )
 
 
 def _check_labels(model: ModelDir, report: Report) -> None:
@@ -97,77 +156,165 @@ def _check_labels(model: ModelDir, report: Report) -> None:
 
 
 def _check_instance_groups(model: ModelDir, report: Report) -> None:
-    for i, group in enumerate(model.config.instance_group):
+    """NormalizeInstanceGroup then ValidateInstanceGroup (ensembles have none: ensemble_rules.py)."""
+    config = model.config
+    if config.platform == "ensemble":
+        return
+    platform = config.platform or (TENSORRT_PLATFORM if config.backend == "tensorrt" else "")
+    for i, group in enumerate(config.instance_group):
+        label = f"instance group {group.name or config.name + '_' + str(i)} of model {config.name}"
         if group.kind in (Kind.KIND_CPU, Kind.KIND_MODEL) and group.gpus:
             report.error(
                 "cpu-group-with-gpus",
-                f"instance_group {i} is {Kind.Name(group.kind)} but lists gpus {list(group.gpus)}",
+                f"{label} has kind {Kind.Name(group.kind)} but specifies one or more GPUs ({list(group.gpus)})",
+                model.where.find("instance_group", i, "gpus"),
+            )
+        if group.kind == Kind.KIND_AUTO and group.gpus:
+            report.warning(
+                "auto-group-with-gpus",
+                f"{label} is KIND_AUTO and lists gpus {list(group.gpus)}: where any of them is missing Triton makes "
+                "it KIND_CPU and then refuses it, as a KIND_CPU group that specifies GPUs",
                 model.where.find("instance_group", i, "gpus"),
             )
         if group.count < 0:
-            report.error(
+            report.warning(
                 "instance-count",
-                f"instance_group {i} count is {group.count}; it must be positive (0 or unset means 1)",
+                f"instance_group {i} count is {group.count}; Triton replaces a count below 1 with its default "
+                "(1, or 2 on KIND_CPU for onnxruntime and tensorflow): write the count you mean",
                 model.where.find("instance_group", i, "count"),
             )
+        for p, profile in enumerate(group.profile):
+            at = model.where.find("instance_group", i, "profile", p)
+            if platform != TENSORRT_PLATFORM:
+                report.error(
+                    "instance-profile",
+                    f"{label} and platform {config.platform} specifies profile field which is only supported for "
+                    "TensorRT models",
+                    at,
+                )
+                break
+            if not profile:
+                report.error("instance-profile", "profile name must not be empty", at)
+            elif (match := STOI.match(profile)) is None:
+                report.error("instance-profile", f"unable to parse '{profile}': stoi", at)
+            elif int(match.group()) < 0:
+                report.error(
+                    "instance-profile",
+                    f"{label} and platform {config.platform} specifies invalid profile {profile}. The field should "
+                    "contain the string representation of a non-negative integer.",
+                    at,
+                )
 
 
 def _check_warmup(model: ModelDir, report: Report) -> None:
-    config, where = model.config, model.where
-    inputs = {tensor.name: tensor for tensor in config.input}
+    """TritonModelInstance::GenerateWarmupData and the request checks each sample goes through
+    (InferenceRequest::Normalize, src/infer_request.cc); ensembles have no warmup (ensemble_rules.py)."""
+    config = model.config
+    if config.platform == "ensemble":
+        return
     for w, warmup in enumerate(config.model_warmup):
-        label = f"model_warmup '{warmup.name or w}'"
-        limit = config.max_batch_size or 1
-        if not 1 <= warmup.batch_size <= limit:
+        label = f"warmup sample '{warmup.name}'"
+        at = model.where.find("model_warmup", w, "inputs")
+        if warmup.batch_size == 0:
+            report.warning(
+                "warmup-batch-size",
+                f"{label} has batch_size 0: Triton skips it, so it warms nothing up",
+                model.where.find("model_warmup", w, "batch_size"),
+            )
+            continue
+        if _warmup_data_problems(model, label, warmup, at, report):
+            continue
+        _check_warmup_request(model, label, warmup, at, report)
+        # Every C++ backend fails a batch larger than max_batch_size (backend_common; the N samples of a
+        # warmup run as one batch of N requests of batch 1).
+        limit = max(config.max_batch_size, 1)
+        if warmup.batch_size > limit:
             report.error(
                 "warmup-batch-size",
-                f"{label} batch_size {warmup.batch_size} is outside 1..{limit}"
-                + (" (max_batch_size 0: the model takes one request at a time)" if not config.max_batch_size else ""),
-                where.find("model_warmup", w, "batch_size"),
+                f"{label}: batch size {warmup.batch_size} for '{config.name}', max allowed is {config.max_batch_size} "
+                "(the backend refuses the warmup batch)",
+                model.where.find("model_warmup", w, "batch_size"),
             )
-        for name in sorted(set(inputs) - set(warmup.inputs)):
-            if not inputs[name].optional:
-                report.error("warmup-input", f"{label} does not feed input '{name}'", where.find("model_warmup", w))
-        for name, sample in sorted(warmup.inputs.items()):
-            at = where.find("model_warmup", w, "inputs")
-            if name not in inputs:
-                report.error("warmup-input", f"{label} feeds '{name}', which is not a config input", at)
-                continue
-            _check_warmup_input(model, label, name, sample, inputs[name], at, report)
 
 
-def _check_warmup_input(
-    model: ModelDir,
-    label: str,
-    name: str,
-    sample: model_config_pb2.ModelWarmup.Input,
-    tensor: model_config_pb2.ModelInput,
-    at: Location,
-    report: Report,
+def _warmup_data_problems(
+    model: ModelDir, label: str, warmup: model_config_pb2.ModelWarmup, at: Location, report: Report
+) -> bool:
+    """The first pass over the samples' inputs: every size known, every input with data. True on an error."""
+    for name, sample in sorted(warmup.inputs.items()):
+        if element_count(sample.dims) == -1:
+            report.error(
+                "warmup-input",
+                f"{label}: warmup setting expects all variable-size dimensions are specified for input '{name}'",
+                at,
+            )
+            return True
+    for name, sample in sorted(warmup.inputs.items()):
+        source = sample.WhichOneof("input_data_type")
+        if source is None:
+            report.error(
+                "warmup-input", f"{label}: warmup setting expects input '{name}' to have input_data_type set", at
+            )
+            return True
+        if source != "input_data_file":
+            continue
+        path = model.path / "warmup" / sample.input_data_file
+        if not path.is_file():
+            report.error("warmup-input", f"{label}: input '{name}' reads '{path}', which does not exist", at)
+            return True
+        size = max(element_count(sample.dims), 0) * BYTE_SIZE.get(sample.data_type, 0)
+        if sample.data_type != DataType.TYPE_STRING and size > path.stat().st_size:
+            report.error(
+                "warmup-input",
+                f"{label}: warmup setting expects {size} bytes, but the data provided from "
+                f"{sample.input_data_file} only has {path.stat().st_size} bytes",
+                at,
+            )
+            return True
+    return False
+
+
+def _check_warmup_request(
+    model: ModelDir, label: str, warmup: model_config_pb2.ModelWarmup, at: Location, report: Report
 ) -> None:
-    if sample.data_type != tensor.data_type:
+    config = model.config
+    inputs = {}
+    for tensor in config.input:
+        inputs.setdefault(tensor.name, tensor)
+    fed = [name for name in warmup.inputs if name in inputs]
+    required = sum(not tensor.optional for tensor in config.input)
+    if len(fed) > len(config.input) or len(fed) < required:
+        missing = sorted(name for name, tensor in inputs.items() if not tensor.optional and name not in warmup.inputs)
         report.error(
             "warmup-input",
-            f"{label} input '{name}' is {DataType.Name(sample.data_type)}, the config input is "
-            f"{DataType.Name(tensor.data_type)}",
+            f"{label}: expected {len(config.input)} inputs but got {len(fed)} inputs for model '{config.name}', "
+            f"missing required input(s) {missing}",
             at,
         )
-    dims = list(tensor.dims)
-    fits = zip(dims, sample.dims, strict=False)
-    concrete = len(sample.dims) == len(dims) and all(d in (-1, s) and s > 0 for d, s in fits)
-    if not concrete:
-        report.error(
+        return
+    for name in sorted(set(warmup.inputs) - set(inputs)):
+        report.warning(
             "warmup-input",
-            f"{label} input '{name}' dims {list(sample.dims)} do not fit the config dims {dims} "
-            "(same rank, every -1 given a positive size, no batch dimension)",
+            f"{label} feeds '{name}', which is not a config input: Triton passes it to the backend as it is",
             at,
         )
-    source = sample.WhichOneof("input_data_type")
-    if source is None:
-        report.error("warmup-input", f"{label} input '{name}' sets none of zero_data, random_data, input_data_file", at)
-    elif source == "input_data_file" and not (model.path / "warmup" / sample.input_data_file).is_file():
-        report.error(
-            "warmup-input",
-            f"{label} input '{name}' reads '{sample.input_data_file}', which is not in {model.path / 'warmup'}",
-            at,
-        )
+    for name in sorted(fed):
+        sample, tensor = warmup.inputs[name], inputs[name]
+        if sample.data_type != tensor.data_type:
+            report.error(
+                "warmup-input",
+                f"{label}: inference input '{name}' data-type is {DataType.Name(sample.data_type)}, but model "
+                f"'{config.name}' expects {DataType.Name(tensor.data_type)}",
+                at,
+            )
+            return
+        dims, given = list(tensor.dims), list(sample.dims)
+        if len(dims) != len(given) or any(d not in (-1, g) for d, g in zip(dims, given, strict=True)):
+            batch = "[-1] + " if config.max_batch_size else ""
+            report.error(
+                "warmup-input",
+                f"{label}: unexpected shape for input '{name}' for model '{config.name}'. Expected {batch}{dims}, "
+                f"got {given} (a warmup sample's dims leave out the batch dimension)",
+                at,
+            )
+            return

@@ -61,25 +61,43 @@ def check_gpus(model: ModelDir, gpus: int | None, report: Report) -> None:
 
 
 def check_version_policy(model: ModelDir, report: Report) -> None:
+    """VersionsToLoad (core r24.10 src/model_repository_manager/model_lifecycle.cc): Triton loads the
+    listed versions that have a folder, and refuses the model only when that leaves none
+    ("at least one version must be available under the version policy")."""
+    if model.config.platform == "ensemble" or not model.versions:
+        return  # an ensemble's version folder is checked by the layout; no folder at all is layout's error too
     policy = model.config.version_policy
     choice = policy.WhichOneof("policy_choice")
     present = sorted(model.versions)
+    name = model.config.name
     if choice == "specific":
         at = model.where.find("version_policy", "specific", "versions")
-        if not policy.specific.versions:
-            report.error("version-policy", "version_policy specific lists no versions", at)
-        for version in policy.specific.versions:
-            if version not in model.versions:
-                report.error(
-                    "version-policy",
-                    f"version_policy serves version {version}, but there is no folder {version}/ (present: {present})",
-                    at,
-                )
+        listed = list(policy.specific.versions)
+        missing = [version for version in listed if version not in model.versions]
+        if len(missing) == len(listed):
+            report.error(
+                "version-policy",
+                f"at least one version must be available under the version policy of model '{name}': it serves "
+                f"{listed}, the folders are {present}",
+                at,
+            )
+        elif missing:
+            report.warning(
+                "version-policy",
+                f"version_policy serves versions {missing} that have no folder (present: {present}); Triton loads "
+                "the others and logs an error for each of these",
+                at,
+            )
     elif choice == "latest":
         at = model.where.find("version_policy", "latest", "num_versions")
         wanted = policy.latest.num_versions
         if wanted < 1:
-            report.error("version-policy", f"version_policy latest num_versions is {wanted}; it must be at least 1", at)
+            report.error(
+                "version-policy",
+                f"at least one version must be available under the version policy of model '{name}': "
+                f"latest num_versions is {wanted}",
+                at,
+            )
         elif wanted > len(present):
             report.warning(
                 "version-policy",

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from model_repo_check.config_rules import check_config
 from model_repo_check.deployment import check_deployment
+from model_repo_check.ensemble_rules import check_ensemble_members
 from model_repo_check.findings import Location, Report
-from model_repo_check.layout import load_model_dir, model_folders
+from model_repo_check.layout import ModelDir, load_model_dir, model_folders
 from model_repo_check.onnx_model import check_onnx_version, onnx_path
 
 
@@ -17,10 +18,14 @@ def validate_repository(repository: Path, gpus: int | None = None) -> Report:
     if not repository.is_dir():
         report.error("no-repository", "model repository folder not found", Location(repository))
         return report
+    models: dict[str, ModelDir] = {}
+    failed: set[str] = set()
     for folder in model_folders(repository):
         report.models.append(folder.name)
+        errors_before = len(report.errors)
         model = load_model_dir(folder, report)
         if model is None:
+            failed.add(folder.name)
             continue
         check_config(model, report)
         check_deployment(model, gpus, report)
@@ -29,6 +34,12 @@ def validate_repository(repository: Path, gpus: int | None = None) -> Report:
                 path = onnx_path(model, version_dir)
                 if path.is_file():
                     check_onnx_version(model, version, path, report)
+        models[folder.name] = model
+        if len(report.errors) > errors_before:
+            failed.add(folder.name)
+    # Ensembles last: Triton checks them against their loaded members.
+    for model in models.values():
+        check_ensemble_members(model, models, failed, report)
     if not report.models:
         report.error("empty-repository", "the repository holds no model folder", Location(repository))
     return report

@@ -11,8 +11,9 @@ wheel in .venv-triton (lab_fleet/triton.py; 2.51.0, release 24.10, from platform
   does (the deployed servers auto-complete through their real backends, see the README);
 - a backend directory with the wheel's Python backend, the serving lab's Python onnxruntime
   backend (lab_fleet/backends) and, for every other backend the validator knows (tensorrt,
-  pytorch, tensorflow, openvino), stand_in_backend/model.py, which lets Triton core run its
-  checks but reads no model file.
+  pytorch, tensorflow, openvino), stand_in_backend/stand_in.c compiled into
+  `libtriton_<name>.so`: Triton core runs its checks and loads it as the C++ backend it stands
+  for (in milliseconds, no stub process), it reads no model file.
 
 A verdict is Triton's own text: the load API's answer, and where that is only "failed to poll
 from model repository" (a config that does not parse or validate), the error lines the server
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 import uuid
@@ -48,7 +50,8 @@ from model_repo_check.pbtxt import ConfigParseError, parse_config
 from platform_matrix.matrix import load as load_matrix
 
 ENGINE_ARGS = ("--model-control-mode=explicit", "--disable-auto-complete-config", "--strict-readiness=false")
-STAND_IN = Path(__file__).with_name("stand_in_backend")
+STAND_IN = Path(__file__).with_name("stand_in_backend") / "stand_in.c"
+CC = ("cc", "-shared", "-fPIC", "-O1")
 LOAD_TIMEOUT_S = 120.0
 # Triton 2.51 sometimes segfaults when a model's warmup fails (Python backend; about one run in
 # three here, the same config loading cleanly with Triton's error in the others): a crash is
@@ -111,9 +114,28 @@ def engine_backends(target: Path) -> list[str]:
     assemble_backends(target)
     known = {backend for backend, _ in PLATFORMS.values() if backend} | set(BACKEND_FILES)
     stand_ins = sorted(name for name in known if not (target / name).exists())
-    for name in stand_ins:
-        shutil.copytree(STAND_IN, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+    if stand_ins:
+        library = target / "stand_in.so"
+        _compile_stand_in(library)
+        for name in stand_ins:
+            (target / name).mkdir()
+            shutil.copy2(library, target / name / f"libtriton_{name}.so")
+        library.unlink()
     return stand_ins
+
+
+def _compile_stand_in(library: Path) -> None:
+    """Build the stand-in backend; raises StandInBuildError naming the compiler's complaint."""
+    try:
+        subprocess.run([*CC, "-o", str(library), str(STAND_IN)], check=True, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise StandInBuildError(f"no C compiler `{CC[0]}` to build {STAND_IN} (install gcc: `make deps`)") from None
+    except subprocess.CalledProcessError as err:
+        raise StandInBuildError(f"{STAND_IN} does not build: {err.stderr.strip()}") from None
+
+
+class StandInBuildError(RuntimeError):
+    """The stand-in backend library could not be compiled."""
 
 
 def _backend_of(folder: Path) -> str | None:
