@@ -27,6 +27,7 @@ _POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "Job": ("spec", "template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
+_APPLICATION = "kubernetes:argoproj.io/v1alpha1:Application"
 _CHART_TYPES = ("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v3:Release")
 
 
@@ -137,7 +138,7 @@ def pinned_charts(resource_type: str, props: Props) -> Iterator[str]:
         version = props.get("version") or ""
         if not _EXACT_VERSION.match(str(version)):
             yield f"chart {props.get('chart')!r} has no exact version (got {version!r})"
-    elif resource_type == "kubernetes:argoproj.io/v1alpha1:Application":
+    elif resource_type == _APPLICATION:
         spec = props.get("spec") or {}
         for source in [spec.get("source") or {}, *(spec.get("sources") or [])]:
             if source.get("chart") and not _EXACT_VERSION.match(str(source.get("targetRevision") or "")):
@@ -156,6 +157,26 @@ def no_load_balancer(resource_type: str, props: Props) -> Iterator[str]:
         yield f"{_name(props)}: a LoadBalancer Service outside the Istio ingress gateway (label istio: ingressgateway)"
 
 
+def application_projects(resource_type: str, props: Props) -> Iterator[str]:
+    """An Argo CD Application names its own AppProject: `default` admits every repository,
+    namespace and kind."""
+    if resource_type != _APPLICATION:
+        return
+    project = (props.get("spec") or {}).get("project") or "default"
+    if project == "default":
+        yield f"{_name(props)}: Application in the project 'default': name an AppProject that limits it"
+
+
+def sync_retry(resource_type: str, props: Props) -> Iterator[str]:
+    """An automated Argo CD sync retries with backoff instead of waiting for the next change."""
+    if resource_type != _APPLICATION:
+        return
+    policy = (props.get("spec") or {}).get("syncPolicy") or {}
+    backoff = (policy.get("retry") or {}).get("backoff") or {}
+    if policy.get("automated") is not None and not backoff.get("duration"):
+        yield f"{_name(props)}: automated sync without syncPolicy.retry.backoff"
+
+
 RULES: dict[str, Rule] = {
     "containers-have-requests-and-limits": requests_and_limits,
     "containers-have-probes": probes,
@@ -163,6 +184,8 @@ RULES: dict[str, Rule] = {
     "images-are-pinned": pinned_images,
     "charts-are-pinned": pinned_charts,
     "no-load-balancer-outside-the-ingress-gateway": no_load_balancer,
+    "applications-name-their-project": application_projects,
+    "automated-syncs-retry-with-backoff": sync_retry,
 }
 
 

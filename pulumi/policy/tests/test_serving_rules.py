@@ -9,6 +9,7 @@ from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceV
 from serving_rules import RULES, type_token, violations
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+APPLICATION = "kubernetes:argoproj.io/v1alpha1:Application"
 GOOD = {
     "apiVersion": "apps/v1",
     "kind": "Deployment",
@@ -115,13 +116,39 @@ def test_helm_charts_need_an_exact_version(version: str, broken: bool) -> None:
 
 @pytest.mark.parametrize(("revision", "broken"), [("1.26.3", False), ("HEAD", True), ("1.26.*", True)])
 def test_argo_cd_chart_sources_need_an_exact_target_revision(revision: str, broken: bool) -> None:
-    props = {"metadata": {"name": "istiod"}, "spec": {"source": {"chart": "istiod", "targetRevision": revision}}}
-    assert bool(violations("kubernetes:argoproj.io/v1alpha1:Application", props)) is broken
+    source = {"chart": "istiod", "targetRevision": revision}
+    props = {"metadata": {"name": "istiod"}, "spec": {"project": "gpu-platform", "source": source}}
+    assert bool(violations(APPLICATION, props)) is broken
 
 
 def test_git_sources_may_track_a_branch() -> None:
-    props = {"metadata": {"name": "root"}, "spec": {"source": {"path": "deploy", "targetRevision": "main"}}}
-    assert violations("kubernetes:argoproj.io/v1alpha1:Application", props) == []
+    source = {"path": "deploy", "targetRevision": "main"}
+    props = {"metadata": {"name": "root"}, "spec": {"project": "gpu-bootstrap", "source": source}}
+    assert violations(APPLICATION, props) == []
+
+
+@pytest.mark.parametrize(("project", "broken"), [("gpu-serving", False), ("default", True), (None, True)])
+def test_applications_name_a_project_other_than_default(project: str | None, broken: bool) -> None:
+    props = {"metadata": {"name": "app"}, "spec": {"source": {"path": "deploy"}}}
+    if project:
+        props["spec"]["project"] = project
+    found = [name for name, _ in violations(APPLICATION, props)]
+    assert found == (["applications-name-their-project"] if broken else [])
+
+
+@pytest.mark.parametrize(
+    ("sync_policy", "broken"),
+    [
+        ({"automated": {"prune": True}}, True),
+        ({"automated": {}, "retry": {"limit": 5}}, True),
+        ({"automated": {}, "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2}}}, False),
+        ({}, False),  # manual syncs: a person retries
+    ],
+)
+def test_automated_syncs_retry_with_backoff(sync_policy: dict, broken: bool) -> None:
+    props = {"metadata": {"name": "app"}, "spec": {"project": "gpu-serving", "syncPolicy": sync_policy}}
+    found = [name for name, _ in violations(APPLICATION, props)]
+    assert found == (["automated-syncs-retry-with-backoff"] if broken else [])
 
 
 @pytest.mark.parametrize(
