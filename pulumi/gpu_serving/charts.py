@@ -130,13 +130,27 @@ def istiod(cfg: StackConfig) -> Release:
     )
 
 
+# Argo CD has not assessed the health of Application objects since 1.8: without this check a
+# child Application counts as healthy as soon as it exists, and the app-of-apps' sync waves
+# (charts, then add-ons, then serving) do not wait for one another. The child's own health
+# (status.health) becomes the object's; no status yet is Progressing, never Healthy.
+APPLICATION_HEALTH_LUA = """\
+hs = {status = "Progressing", message = "waiting for the Application's first health assessment"}
+if obj.status ~= nil and obj.status.health ~= nil and obj.status.health.status ~= nil then
+  hs.status = obj.status.health.status
+  hs.message = obj.status.health.message or ""
+end
+return hs
+"""
+
+
 def argo_cd(cfg: StackConfig) -> Release:
+    cm = {
+        "application.resourceTrackingMethod": "annotation",
+        "resource.customizations.health.argoproj.io_Application": APPLICATION_HEALTH_LUA,
+    }
     return Release(
-        "argo-cd",
-        cfg.chart("argo-cd"),
-        "argocd",
-        {"dex": {"enabled": False}, "configs": {"cm": {"application.resourceTrackingMethod": "annotation"}}},
-        wave=-4,
+        "argo-cd", cfg.chart("argo-cd"), "argocd", {"dex": {"enabled": False}, "configs": {"cm": cm}}, wave=-4
     )
 
 
