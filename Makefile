@@ -12,7 +12,8 @@ LAB_NODES ?= 1
 ENV ?= prod
 PLAYBOOKS := $(wildcard playbooks/*.yml)
 APT_PACKAGES := qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client \
-	prometheus prometheus-alertmanager libb64-0d python3-venv libpython3.11
+	prometheus prometheus-alertmanager libb64-0d python3-venv libpython3.11 \
+	podman runc
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .SECONDEXPANSION:

@@ -152,6 +152,12 @@ def _cross_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     if k8s_minor(kubernetes["version"]) not in kubernetes["supported_minors"]:
         yield "kubernetes.version", f"{kubernetes['version']} is not in supported_minors"
     yield from _serving_lab_references(data)
+    base = data["container_base"]
+    if not base["python_package_version"].startswith(base["python_version"] + "-"):
+        yield (
+            "container_base.python_package_version",
+            f"{base['python_package_version']!r} does not package Python {base['python_version']}",
+        )
 
 
 def _serving_lab_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

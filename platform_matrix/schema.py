@@ -46,6 +46,20 @@ _SERVING_LAB = {
     },
 }
 
+_CONTAINER_BASE = {
+    "type": "object",
+    "required": ["suite", "debian_version", "packages", "python_version", "python_package_version"],
+    "additionalProperties": False,
+    "properties": {
+        "suite": {"type": "string", "pattern": r"^[a-z]+$"},
+        "debian_version": {"type": "string", "pattern": r"^\d+$"},
+        "packages": {**_PACKAGES, "contains": {"const": "python3"}},
+        "python_version": _PIN,
+        # A full Debian package version: upstream version, revision and any +debNNuN suffix.
+        "python_package_version": {"type": "string", "pattern": r"^\d+(\.\d+)+-[0-9A-Za-z.+~]+$"},
+    },
+}
+
 MATRIX_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": [
@@ -61,6 +75,7 @@ MATRIX_SCHEMA: dict[str, Any] = {
         "kernel_modules",
         "operating_systems",
         "serving_lab",
+        "container_base",
     ],
     "additionalProperties": False,
     "properties": {
@@ -207,5 +222,6 @@ MATRIX_SCHEMA: dict[str, Any] = {
             },
         },
         "serving_lab": _SERVING_LAB,
+        "container_base": _CONTAINER_BASE,
     },
 }

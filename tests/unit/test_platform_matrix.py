@@ -83,6 +83,14 @@ def mutate(path: str, value: object) -> dict[str, Any]:
         ("gpu_products.NVIDIA-L4.architecture", "lovelace", "gpu_products.NVIDIA-L4.architecture", "is not one of"),
         ("container_toolkit.version", "1.16.0", "container_toolkit.version", "below min_version"),
         ("kubernetes.version", "1.29.0", "kubernetes.version", "not in supported_minors"),
+        ("container_base.packages", ["python3-venv"], "container_base.packages", "does not contain"),
+        ("container_base.python_package_version", "3.11.2", "container_base.python_package_version", "match"),
+        (
+            "container_base.python_version",
+            "3.11.9",
+            "container_base.python_package_version",
+            "does not package Python 3.11.9",
+        ),
     ],
 )
 def test_a_malformed_matrix_is_rejected_with_file_key_and_reason(

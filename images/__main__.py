@@ -1,0 +1,45 @@
+"""python -m images {base,gateway,drift}: build an image (the base first, from the cache if it is
+there) and print its tag; times go to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from images.apps import APPS, RequirementError
+from images.base import BaseImageError, ensure_base
+from images.build import build
+from images.podman import PodmanError
+from platform_matrix import MatrixError, load
+
+
+def cache_dir() -> Path:
+    """The lab's cache (lab_fleet), which also keeps the base tarball."""
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpu-serving-lab"
+    return Path(os.environ.get("LAB_CACHE_DIR") or default)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m images", description=__doc__)
+    parser.add_argument("image", choices=["base", *APPS])
+    args = parser.parse_args(argv)
+    try:
+        matrix = load()
+        base, seconds = ensure_base(matrix.data["container_base"], cache_dir(), matrix.path)
+        print(f"images: base {base} ({'cached' if seconds is None else f'{seconds:.0f} s'})", file=sys.stderr)
+        if args.image == "base":
+            print(base)
+            return 0
+        built = build(APPS[args.image], base)
+    except (MatrixError, BaseImageError, PodmanError, RequirementError) as err:
+        print(f"images: {err}", file=sys.stderr)
+        return 1
+    print(f"images: {built.tag} built in {built.seconds:.0f} s", file=sys.stderr)
+    print(built.tag)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
