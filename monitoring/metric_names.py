@@ -8,6 +8,7 @@ A name exists when something produces it:
   in every environment;
 - the cgroup limiter: the families its code registers (limiter/cgroup_limiter/metrics.py), as
   prometheus_client exposes them;
+- the drift agent: the families of serving/drift/metrics.py, likewise;
 - the recording rules of monitoring/generated/rules.yml;
 - Prometheus itself: `up`, `ALERTS` and the other series it writes;
 - kube-state-metrics, which kube-prometheus-stack deploys: nothing here runs it, so the names
@@ -27,6 +28,7 @@ from typing import Any
 import yaml
 
 from monitoring.promql import PromQLError, metric_names
+from serving.drift.metrics import DriftMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
 TRITON_SCRAPE = ROOT / "tests/monitoring/fixtures/triton-2.51-metrics.txt"
@@ -101,6 +103,12 @@ def limiter() -> set[str]:
     return {family.name + suffix for family in metrics.registry.collect() for suffix in _CLIENT_SAMPLES[family.type]}
 
 
+def drift_agent() -> set[str]:
+    """Every sample name the drift agent's /metrics can carry (serving.drift.metrics)."""
+    registry = DriftMetrics().registry
+    return {family.name + suffix for family in registry.collect() for suffix in _CLIENT_SAMPLES[family.type]}
+
+
 def rules(path: Path = RULES) -> list[dict[str, Any]]:
     """Every rule of a Prometheus rule file (none while the file does not exist)."""
     if not path.exists():
@@ -141,5 +149,6 @@ def catalog() -> Catalog:
     sources |= dict.fromkeys(triton(), f"Triton ({TRITON_SCRAPE.name})")
     sources |= dict.fromkeys(dcgm(), "DCGM exporter (counters.csv)")
     sources |= dict.fromkeys(limiter(), "cgroup limiter")
+    sources |= dict.fromkeys(drift_agent(), "drift agent")
     sources |= {rule["record"]: f"recording rule ({RULES.name})" for rule in rules() if "record" in rule}
     return Catalog(sources)

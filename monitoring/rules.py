@@ -18,6 +18,7 @@ from pathlib import Path
 
 import platform_matrix
 from monitoring.spec import Group, Rule, alert, group, record
+from serving.drift.settings import DRIFT_SHARE
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_REPOSITORY = ROOT / "model_repository"
@@ -308,5 +309,45 @@ def node_alerts() -> Group:
     )
 
 
+# The drift agent (serving/drift): its scrape job (the Service's name under its ServiceMonitor),
+# and how long a drift must last before it is a ticket (serving/drift/README.md, "Thresholds").
+DRIFT_JOB = "drift-agent"
+DRIFT_FOR = "15m"
+
+
+def drift_alerts() -> Group:
+    return group(
+        "drift.alerts",
+        alert(
+            "ModelInputDrift",
+            f"model_drift_drifted_features_share >= {DRIFT_SHARE:g}",
+            for_=DRIFT_FOR,
+            severity="ticket",
+            summary="A model's inputs no longer look like its reference window.",
+            description="{{ $labels.model }}: {{ $value | humanizePercentage }} of its drift features failed"
+            f" Evidently's drift test for {DRIFT_FOR} (the alert starts at {DRIFT_SHARE:.0%}); its answers may"
+            " no longer be as good as when it was released.",
+        ),
+        alert(
+            "ModelDriftAgentFailing",
+            "sum by (model, stage) (increase(model_drift_errors_total[10m])) > 0",
+            for_="15m",
+            severity="ticket",
+            summary="The drift agent keeps failing for a model: its drift is not watched.",
+            description="{{ $labels.model }}: {{ $value }} failed {{ $labels.stage }} steps in 10 minutes, for"
+            " 15 minutes (pull: gateway unreachable; features: the reference's names differ from the gateway's;"
+            " evaluate: Evidently failed).",
+        ),
+        alert(
+            "ModelDriftAgentDown",
+            f'up{{job="{DRIFT_JOB}"}} == 0',
+            for_="15m",
+            severity="ticket",
+            summary="The drift agent has not answered scrapes for 15 minutes: no model's drift is watched.",
+            description="{{ $labels.namespace }}/{{ $labels.pod }} ({{ $labels.instance }}) is down (up {{ $value }}).",
+        ),
+    )
+
+
 def groups() -> list[Group]:
-    return [golden_signals(), slo_records(), triton_alerts(), gpu_alerts(), node_alerts()]
+    return [golden_signals(), slo_records(), triton_alerts(), gpu_alerts(), node_alerts(), drift_alerts()]
