@@ -11,8 +11,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_serving, beside this file
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # platform_matrix, at the repo root
 
-from gpu_serving import gitops
-from gpu_serving.components import ArgoCD, GrafanaAdmin, Istio, Monitoring, Triton
+from gpu_serving import gitops, serving_layer
+from gpu_serving.components import ArgoCD, Gateway, GrafanaAdmin, Istio, Monitoring, Triton
 from gpu_serving.config import from_pulumi
 
 import pulumi
@@ -25,6 +25,8 @@ if cfg.delivery == "pulumi":
     # Sidecar injection needs istiod, the ServiceMonitor needs the operator CRDs of the chart.
     triton = Triton("triton", cfg, pulumi.ResourceOptions(depends_on=[istio.istiod, monitoring.stack]))
     istio.route(cfg, triton)
+    gateway = Gateway("gateway", cfg, pulumi.ResourceOptions(depends_on=[triton]))
+    istio.route_gateway(cfg, gateway)
     ArgoCD("argocd", cfg, [gitops.addons_application(cfg)])
 else:
     GrafanaAdmin("grafana-admin", cfg, secrets.grafana_admin_password)
@@ -32,3 +34,6 @@ else:
 
 pulumi.export("tritonService", f"{cfg.triton.namespace}/triton")
 pulumi.export("tritonImage", cfg.triton.image)
+pulumi.export("gatewayURL", serving_layer.gateway_url(cfg))
+pulumi.export("gatewayImage", cfg.gateway.image.ref)
+pulumi.export("driftAgentImage", cfg.drift_agent.image.ref)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pulumi_kubernetes as k8s
 
 import pulumi
-from gpu_serving import charts, manifests
+from gpu_serving import charts, manifests, serving_layer
 from gpu_serving.config import StackConfig
 from gpu_serving.manifests import Obj
 
@@ -47,6 +47,17 @@ class Triton(pulumi.ComponentResource):
         self.register_outputs({"namespace": cfg.triton.namespace})
 
 
+class Gateway(pulumi.ComponentResource):
+    """The inference gateway in front of Triton (Deployment on CPU nodes, Service, PDB, HPA on
+    CPU, NetworkPolicy, ServiceMonitor) and the drift agent that samples it."""
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE}:Gateway", name, None, opts)
+        self.gateway = _objects(f"{name}-objects", serving_layer.gateway_objects(cfg), self)
+        self.drift_agent = _objects(f"{name}-drift-agent", serving_layer.drift_agent_objects(cfg), self)
+        self.register_outputs({"url": serving_layer.gateway_url(cfg)})
+
+
 class GrafanaAdmin(pulumi.ComponentResource):
     """The monitoring namespace and the Secret that Grafana's admin.existingSecret names,
     holding the stack's secret `grafanaAdminPassword`."""
@@ -83,7 +94,8 @@ class Monitoring(pulumi.ComponentResource):
 
 
 class Istio(pulumi.ComponentResource):
-    """istio-base and istiod, mesh-wide STRICT mTLS, and (route()) Triton's canary routing."""
+    """istio-base and istiod, mesh-wide STRICT mTLS, (route()) Triton's canary routing and
+    (route_gateway()) the gateway's."""
 
     def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE}:Istio", name, None, opts)
@@ -94,8 +106,14 @@ class Istio(pulumi.ComponentResource):
         self.register_outputs({})
 
     def route(self, cfg: StackConfig, triton: Triton) -> k8s.yaml.v2.ConfigGroup:
-        """Triton's DestinationRule and weighted VirtualService, once its namespace exists."""
+        """Triton's DestinationRule, weighted VirtualService and AuthorizationPolicy (the gateway
+        only), once its namespace exists."""
         return _objects(f"{self.name}-triton-routing", manifests.triton_routing_objects(cfg), self, [triton])
+
+    def route_gateway(self, cfg: StackConfig, gateway: Gateway) -> k8s.yaml.v2.ConfigGroup:
+        """The gateway's VirtualService, and the plaintext metrics ports and AuthorizationPolicies
+        of the gateway and the drift agent."""
+        return _objects(f"{self.name}-gateway-routing", serving_layer.routing_objects(cfg), self, [gateway])
 
 
 class ArgoCD(pulumi.ComponentResource):

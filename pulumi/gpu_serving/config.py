@@ -23,13 +23,18 @@ from gpu_serving.quantity import parse_quantity
 PROJECT = "gpu-serving"
 PULUMI_DIR = Path(__file__).resolve().parents[1]
 SECRET_KEYS = ("grafanaAdminPassword",)
-KEYS = ("fleetInventory", "delivery", "gitRepoURL", "gitRevision", "triton", "monitoring")
+KEYS = ("fleetInventory", "delivery", "gitRepoURL", "gitRevision", "triton", "gateway", "driftAgent", "monitoring")
 DELIVERIES = ("pulumi", "argocd")
 MODEL_CONTROL_MODES = ("explicit", "none")
 _REPOSITORY = re.compile(r"^(s3|gs|as)://\S+$")
 _RETENTION = re.compile(r"^\d+(ms|s|m|h|d|w|y)$")
 _GIT_URL = re.compile(r"^(https://|ssh://|git@)\S+$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# An image repository: a registry host (with an optional port), then lower-case path segments.
+_IMAGE_REPOSITORY = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+$")
+_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_IMAGE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+IMAGE_PATHS = {"gateway": "gpu-serving/gateway", "driftAgent": "gpu-serving/drift-agent"}
 GPU_TAINT = "nvidia.com/gpu"
 
 
@@ -77,6 +82,39 @@ class Triton:
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image pinned in the stack file: a tag (not `latest`), a digest, or both."""
+
+    repository: str
+    tag: str | None
+    digest: str | None
+
+    @property
+    def ref(self) -> str:
+        tagged = f"{self.repository}:{self.tag}" if self.tag else self.repository
+        return f"{tagged}@{self.digest}" if self.digest else tagged
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """The inference gateway (serving/gateway) in front of Triton, on CPU nodes."""
+
+    image: Image
+    min_replicas: int
+    max_replicas: int
+    cpu_target_percent: int
+    resources: Resources
+
+
+@dataclass(frozen=True)
+class DriftAgent:
+    """The drift agent (serving/drift): one replica that drains the gateway's samples."""
+
+    image: Image
+    resources: Resources
+
+
+@dataclass(frozen=True)
 class Monitoring:
     namespace: str
     retention: str
@@ -103,6 +141,8 @@ class StackConfig:
     inventory: str
     fleet: Fleet
     triton: Triton
+    gateway: Gateway
+    drift_agent: DriftAgent
     monitoring: Monitoring
     charts: Mapping[str, ChartPin]
 
@@ -184,6 +224,20 @@ class _Reader:
                     f"must be a toleration with a key (fields: {', '.join(sorted(allowed))})", f"{field}[{index}]"
                 )
         return tuple(dict(item) for item in value)
+
+    def image(self, field: str, path: str) -> Image:
+        """`{repository: <registry>/<path>, tag: ..., digest: sha256:...}`, pinned by a tag or a digest."""
+        node = self.child(field).only("repository", "tag", "digest")
+        repository = node.string("repository", _IMAGE_REPOSITORY)
+        if not repository.endswith(f"/{path}"):
+            node.fail(f"must be <registry>/{path}, got {repository!r}", "repository")
+        tag = node.string("tag", _IMAGE_TAG) if "tag" in node.data else None
+        digest = node.string("digest", _IMAGE_DIGEST) if "digest" in node.data else None
+        if tag == "latest":
+            node.fail("`latest` is not a pin: name a release tag or a digest", "tag")
+        if tag is None and digest is None:
+            node.fail("pin the image with a tag or a digest (sha256:...)")
+        return Image(repository=repository, tag=tag, digest=digest)
 
     def resources(self, field: str) -> Resources:
         node = self.child(field).only("requests", "limits")
@@ -283,6 +337,24 @@ def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Tr
     )
 
 
+def _gateway(reader: _Reader) -> Gateway:
+    reader.only("image", "replicas", "cpuTargetPercent", "resources")
+    replicas = reader.child("replicas").only("min", "max")
+    minimum = replicas.integer("min", 1)
+    return Gateway(
+        image=reader.image("image", IMAGE_PATHS["gateway"]),
+        min_replicas=minimum,
+        max_replicas=replicas.integer("max", minimum),
+        cpu_target_percent=reader.integer("cpuTargetPercent", 10, 100),
+        resources=reader.resources("resources"),
+    )
+
+
+def _drift_agent(reader: _Reader) -> DriftAgent:
+    reader.only("image", "resources")
+    return DriftAgent(image=reader.image("image", IMAGE_PATHS["driftAgent"]), resources=reader.resources("resources"))
+
+
 def _monitoring(reader: _Reader) -> Monitoring:
     reader.only("namespace", "retention", "prometheusResources", "grafanaResources")
     return Monitoring(
@@ -316,6 +388,8 @@ def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix
         inventory=Path(inventory).name,
         fleet=fleet,
         triton=_triton(top.child("triton"), fleet, matrix),
+        gateway=_gateway(top.child("gateway")),
+        drift_agent=_drift_agent(top.child("driftAgent")),
         monitoring=_monitoring(top.child("monitoring")),
         charts=charts,
     )
@@ -343,7 +417,7 @@ def from_stack_file(env: str, path: Path | None = None) -> StackConfig:
     return parse(raw, env, source)
 
 
-OBJECT_KEYS = ("triton", "monitoring")
+OBJECT_KEYS = ("triton", "gateway", "driftAgent", "monitoring")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpu_serving.charts import Release, synced_releases
 from gpu_serving.config import StackConfig
-from gpu_serving.manifests import ARGOCD_NAMESPACE, WAVE, Obj
+from gpu_serving.manifests import ARGOCD_NAMESPACE, GATEWAY, WAVE, Obj
 
 SYNC_OPTIONS = ["CreateNamespace=true", "ServerSideApply=true"]
 AUTOMATED = {"prune": True, "selfHeal": True}
@@ -63,14 +63,16 @@ def addons_application(cfg: StackConfig) -> Obj:
 
 
 def serving_application(cfg: StackConfig) -> Obj:
-    # The HPA owns the stable Deployment's replicas: Argo CD must neither diff nor reset them.
+    # HPAs own the replicas of Triton's stable Deployment and of the gateway's: Argo CD must
+    # neither diff nor reset them.
     app = _application(
         "gpu-serving",
         0,
         _git(cfg, f"{serving_path(cfg.env)}/manifests"),
         cfg.triton.namespace,
         ignoreDifferences=[
-            {"group": "apps", "kind": "Deployment", "name": "triton", "jsonPointers": ["/spec/replicas"]}
+            {"group": "apps", "kind": "Deployment", "name": name, "jsonPointers": ["/spec/replicas"]}
+            for name in ("triton", GATEWAY)
         ],
     )
     app["spec"]["syncPolicy"]["syncOptions"].append("RespectIgnoreDifferences=true")

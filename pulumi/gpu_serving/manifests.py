@@ -28,7 +28,9 @@ GRAFANA_ADMIN_SECRET = "grafana-admin"
 QUEUE_METRIC = "triton_queue_duration_us_per_request"
 PROBE_PERIOD_SECONDS = 10
 WAVE = "argocd.argoproj.io/sync-wave"
-CLIENT_LABEL = "gpu-serving.example.com/triton-client"  # a namespace label: may call Triton
+CLIENT_LABEL = "gpu-serving.example.com/gateway-client"  # a namespace label: may call the gateway
+# The gateway's name: its Deployment, labels and ServiceAccount (its mesh identity, Triton's only client).
+GATEWAY = "gateway"
 
 
 def _labels(name: str, track: str | None = None) -> dict[str, str]:
@@ -171,18 +173,15 @@ def _deployment(triton: Triton, name: str, track: str, image: str, model_reposit
     }
 
 
+def principal(cfg: StackConfig, service_account: str) -> str:
+    """The Istio identity (SPIFFE, without the scheme) of a service account of the serving namespace."""
+    return f"cluster.local/ns/{cfg.triton.namespace}/sa/{service_account}"
+
+
 def _network_policy(cfg: StackConfig) -> Obj:
-    """Inference from this namespace, the Istio gateways and namespaces labelled as clients;
-    metrics from the monitoring namespace only."""
-
-    def from_namespaces(expression: Obj, *ports: int) -> Obj:
-        return {
-            "from": [{"namespaceSelector": {"matchExpressions": [expression]}}],
-            "ports": [{"protocol": "TCP", "port": port} for port in ports],
-        }
-
+    """Inference (gRPC) from the gateway's pods only; metrics from the monitoring namespace only.
+    Clients call the gateway (serving_layer), never Triton."""
     name_key = "kubernetes.io/metadata.name"
-    serving = [cfg.triton.namespace, ISTIO_NAMESPACE]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -191,11 +190,22 @@ def _network_policy(cfg: StackConfig) -> Obj:
             "podSelector": {"matchLabels": _labels("triton")},
             "policyTypes": ["Ingress"],
             "ingress": [
-                from_namespaces({"key": name_key, "operator": "In", "values": serving}, HTTP_PORT, GRPC_PORT),
-                from_namespaces({"key": CLIENT_LABEL, "operator": "In", "values": ["true"]}, HTTP_PORT, GRPC_PORT),
-                from_namespaces(
-                    {"key": name_key, "operator": "In", "values": [cfg.monitoring.namespace]}, METRICS_PORT
-                ),
+                {
+                    "from": [{"podSelector": {"matchLabels": _labels(GATEWAY)}}],
+                    "ports": [{"protocol": "TCP", "port": GRPC_PORT}],
+                },
+                {
+                    "from": [
+                        {
+                            "namespaceSelector": {
+                                "matchExpressions": [
+                                    {"key": name_key, "operator": "In", "values": [cfg.monitoring.namespace]}
+                                ]
+                            }
+                        }
+                    ],
+                    "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
+                },
             ],
         },
     }
@@ -290,8 +300,10 @@ def mesh_objects() -> list[Obj]:
 
 
 def triton_routing_objects(cfg: StackConfig) -> list[Obj]:
-    """DestinationRule subsets, the weighted VirtualService, and a plaintext metrics port for
-    Prometheus (which is outside the mesh)."""
+    """DestinationRule subsets, the weighted VirtualService (the gateway's sidecar applies it to
+    the gateway's calls), a plaintext metrics port for Prometheus (which is outside the mesh),
+    and an AuthorizationPolicy: gRPC from the gateway's mesh identity only, GET on the metrics
+    port from anyone the NetworkPolicy lets in (Prometheus)."""
     triton = cfg.triton
     host = triton_host(triton)
     weight = triton.canary.weight
@@ -325,6 +337,22 @@ def triton_routing_objects(cfg: StackConfig) -> list[Obj]:
                 "selector": {"matchLabels": _labels("triton")},
                 "mtls": {"mode": "STRICT"},
                 "portLevelMtls": {str(METRICS_PORT): {"mode": "PERMISSIVE"}},
+            },
+        },
+        {
+            "apiVersion": "security.istio.io/v1",
+            "kind": "AuthorizationPolicy",
+            "metadata": _meta("triton", triton.namespace, _labels("triton")),
+            "spec": {
+                "selector": {"matchLabels": _labels("triton")},
+                "action": "ALLOW",
+                "rules": [
+                    {
+                        "from": [{"source": {"principals": [principal(cfg, GATEWAY)]}}],
+                        "to": [{"operation": {"ports": [str(GRPC_PORT)]}}],
+                    },
+                    {"to": [{"operation": {"ports": [str(METRICS_PORT)], "methods": ["GET"]}}]},
+                ],
             },
         },
     ]

@@ -3,7 +3,8 @@
 deploy/serving/<env>/
   root.yaml      the app-of-apps; Pulumi creates it (delivery argocd), or `kubectl apply -f` it
   apps/          Applications: the pinned charts with their values, the add-ons, the manifests
-  manifests/     Triton, Istio routing and mTLS, the Grafana dashboards and the PrometheusRule (monitoring/)
+  manifests/     Triton, the gateway and drift agent, Istio routing, mTLS and authorization,
+                 the Grafana dashboards and the PrometheusRule (monitoring/)
 
 Helm charts are not templated here (no helm, no network): their Applications carry the
 chart's repository, pinned version and values, so Argo CD installs what Pulumi would.
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_serving import gitops, manifests
+from gpu_serving import gitops, manifests, serving_layer
 from gpu_serving.config import ConfigError, StackConfig, from_stack_file
 from gpu_serving.fleet import FleetError
 from gpu_serving.manifests import Obj
@@ -33,8 +34,11 @@ def served_objects(cfg: StackConfig) -> list[Obj]:
     """What the gpu-serving Application syncs (deploy/serving/<env>/manifests)."""
     return [
         *manifests.triton_objects(cfg),
+        *serving_layer.gateway_objects(cfg),
+        *serving_layer.drift_agent_objects(cfg),
         *manifests.mesh_objects(),
         *manifests.triton_routing_objects(cfg),
+        *serving_layer.routing_objects(cfg),
         *manifests.monitoring_objects(cfg),
     ]
 

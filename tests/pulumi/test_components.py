@@ -191,7 +191,8 @@ def test_argo_cd_chart_and_applications_sync_automatically_with_waves():
     serving = apps["gpu-serving"]["spec"]
     assert serving["source"]["path"] == "deploy/serving/prod/manifests"
     assert serving["ignoreDifferences"] == [
-        {"group": "apps", "kind": "Deployment", "name": "triton", "jsonPointers": ["/spec/replicas"]}
+        {"group": "apps", "kind": "Deployment", "name": name, "jsonPointers": ["/spec/replicas"]}
+        for name in ("triton", "gateway")
     ]
     assert "RespectIgnoreDifferences=true" in serving["syncPolicy"]["syncOptions"]
     chart_source = apps["kube-prometheus-stack"]["spec"]["source"]

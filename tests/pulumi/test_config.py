@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpu_serving.config import ConfigError, from_stack_file
+from gpu_serving.serving_layer import drift_agent_objects, gateway_objects
 
 import platform_matrix
 
@@ -159,3 +160,79 @@ def test_a_misspelt_key_is_refused_not_ignored(tmp_path):
     )
     message = broken(tmp_path, "prod", "", lambda c: c.update({"gpu-serving:trition": {}}))
     assert message.startswith("Pulumi.prod.yaml: gpu-serving:trition: unknown field (known: fleetInventory,")
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("key", "change", "expected"),
+    [
+        (
+            "gateway",
+            lambda g: g["image"].update(tag="latest"),
+            "gpu-serving:gateway.image.tag: `latest` is not a pin: name a release tag or a digest",
+        ),
+        (
+            "driftAgent",
+            lambda d: d["image"].pop("tag"),
+            "gpu-serving:driftAgent.image: pin the image with a tag or a digest (sha256:...)",
+        ),
+        (
+            "gateway",
+            lambda g: g["image"].update(repository="ghcr.io/gpu-serving/drift-agent"),
+            "gpu-serving:gateway.image.repository: must be <registry>/gpu-serving/gateway, got",
+        ),
+        (
+            "driftAgent",
+            lambda d: d["image"].update(digest="sha256:abc"),
+            "gpu-serving:driftAgent.image.digest: 'sha256:abc' does not match",
+        ),
+        (
+            "gateway",
+            lambda g: g.update(cpuTargetPercent=150),
+            "gpu-serving:gateway.cpuTargetPercent: must be an integer between 10 and 100, got 150",
+        ),
+        (
+            "gateway",
+            lambda g: g["replicas"].update(min=4, max=3),
+            "gpu-serving:gateway.replicas.max: must be an integer >= 4, got 3",
+        ),
+        (
+            "gateway",
+            lambda g: g["resources"]["requests"].update(cpu="4"),
+            "gpu-serving:gateway.resources.requests.cpu: the cpu request 4 is above the limit 2",
+        ),
+        (
+            "driftAgent",
+            lambda d: d.update(replicas=2),
+            "gpu-serving:driftAgent.replicas: unknown field (known: image, resources)",
+        ),
+    ],
+    ids=["latest", "unpinned", "wrong-image", "bad-digest", "cpu-target", "replicas", "request-above-limit", "unknown"],
+)
+def test_bad_gateway_and_drift_agent_config_names_the_file_and_key(tmp_path, key, change, expected):
+    message = broken(tmp_path, "prod", key, change)
+    assert message.startswith("Pulumi.prod.yaml: ") and expected in message
+
+
+def test_the_gateway_and_drift_agent_are_required(tmp_path):
+    message = broken(tmp_path, "staging", "", lambda c: c.pop("gpu-serving:driftAgent"))
+    assert message == "Pulumi.staging.yaml: gpu-serving:driftAgent: is required"
+
+
+def test_a_digest_pins_the_image_and_drops_the_digest_waiver(tmp_path):
+    document = copy.deepcopy(stack_document("prod"))
+    document["config"]["gpu-serving:gateway"]["image"]["digest"] = DIGEST
+    document["config"]["gpu-serving:driftAgent"]["image"] = {
+        "repository": "registry.example.com:5000/gpu-serving/drift-agent",
+        "digest": DIGEST,
+    }
+    cfg = from_stack_file("prod", write_stack(tmp_path, "prod", document))
+    assert cfg.gateway.image.ref == f"ghcr.io/gpu-serving/gateway:0.1.0@{DIGEST}"
+    assert cfg.drift_agent.image.ref == f"registry.example.com:5000/gpu-serving/drift-agent@{DIGEST}"
+    for obj in [*gateway_objects(cfg), *drift_agent_objects(cfg)]:
+        if obj["kind"] == "Deployment":
+            assert "annotations" not in obj["metadata"], obj["metadata"]["name"]
+    unpinned = [o for o in gateway_objects(from_stack_file("prod")) if o["kind"] == "Deployment"]
+    assert unpinned[0]["metadata"]["annotations"]["checkov.io/skip1"].startswith("CKV_K8S_43=no digest")

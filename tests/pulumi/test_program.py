@@ -23,14 +23,15 @@ def unwrap_secret(value):
 def test_dev_installs_every_component_directly():
     mocks = run_program("dev")
     components = {r.typ.rsplit(":", 1)[1] for r in mocks.resources if r.typ.startswith("gpu-serving:")}
-    assert components == {"Istio", "Monitoring", "GrafanaAdmin", "Triton", "ArgoCD"}
+    assert components == {"Istio", "Monitoring", "GrafanaAdmin", "Triton", "Gateway", "ArgoCD"}
     charts = {r.name: r.inputs["version"] for r in mocks.of_type(CHART)}
     matrix = platform_matrix.load()
     assert charts == {name: matrix.chart(name)["version"] for name in matrix.data["charts"]}
     # Argo CD syncs only the add-ons of the lab inventory; Pulumi owns the serving objects.
     (app,) = mocks.of_type(APPLICATION)
     assert app.inputs["spec"]["source"]["path"] == "deploy/addons/lab"
-    assert mocks.one("kubernetes:yaml/v2:ConfigGroup", "triton-objects")
+    for group in ("triton-objects", "gateway-objects", "gateway-drift-agent", "istio-gateway-routing"):
+        assert mocks.one("kubernetes:yaml/v2:ConfigGroup", group)
 
 
 @pytest.mark.parametrize("env", ["staging", "prod"])

@@ -23,6 +23,7 @@ ENVS = ("dev", "staging", "prod")
 APPLICATION_SCHEMA = yaml.safe_load(Path(__file__).with_name("argocd-application.schema.yaml").read_text())
 CRD_MODELS = {
     ("security.istio.io/v1", "PeerAuthentication"): istio_security.PeerAuthentication,
+    ("security.istio.io/v1", "AuthorizationPolicy"): istio_security.AuthorizationPolicy,
     ("networking.istio.io/v1", "DestinationRule"): istio_networking.DestinationRule,
     ("networking.istio.io/v1", "VirtualService"): istio_networking.VirtualService,
     ("monitoring.coreos.com/v1", "ServiceMonitor"): prometheus_operator.ServiceMonitor,
@@ -90,7 +91,14 @@ def test_istio_and_prometheus_operator_objects_match_their_crd_models_field_for_
         dumped = parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
         assert without_empty(dumped) == without_empty(obj), f"{path}: fields unknown to {model.__name__}"
         seen.add(obj["kind"])
-    assert seen == {"PeerAuthentication", "DestinationRule", "VirtualService", "ServiceMonitor", "PrometheusRule"}
+    assert seen == {
+        "PeerAuthentication",
+        "AuthorizationPolicy",
+        "DestinationRule",
+        "VirtualService",
+        "ServiceMonitor",
+        "PrometheusRule",
+    }
 
 
 def test_a_misspelt_istio_field_is_caught_by_the_round_trip():
