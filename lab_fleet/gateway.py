@@ -29,6 +29,10 @@ class GatewayProcess:
             raise RuntimeError("the gateway has no port yet: start() chooses it")
         return f"http://{LOOPBACK}:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
     def command(self) -> list[str]:
         return [
             sys.executable,
