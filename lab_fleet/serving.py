@@ -1,11 +1,11 @@
 """The serving lab: tritonserver, Prometheus and Alertmanager as local processes on loopback.
 
 Prometheus scrapes Triton (job "triton", the name the ServiceMonitor in pulumi/ gives it) and,
-when a target is given, the limiter agent (job "cgroup-limiter", as in roles/k8s_addons),
-evaluates the project's rule file and sends alerts to Alertmanager, which routes them with
-the project's config. Ports are free loopback ports, recorded with the process ids in
-`<run_dir>/state.json`, so `status`, `down` and `reload` work from another process
-(`scripts/serve-lab`). Logs and data stay under the run dir.
+when a target is given, the limiter agent (job "cgroup-limiter", as in roles/k8s_addons) and
+the drift agent (job "drift-agent", its Service's name in pulumi/), evaluates the project's
+rule file and sends alerts to Alertmanager, which routes them with the project's config.
+Ports are free loopback ports, recorded with the process ids in `<run_dir>/state.json`, so
+`status`, `down` and `reload` work from another process (`scripts/serve-lab`). Logs and data stay under the run dir.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ DEFAULT_RULES = REPO / "monitoring/generated/rules.yml"
 DEFAULT_ALERTMANAGER_CONFIG = REPO / "monitoring/alertmanager.yml"
 TRITON_JOB = "triton"
 LIMITER_JOB = "cgroup-limiter"
+DRIFT_JOB = "drift-agent"
 # Debian package -> its server binary (the lab checks the version of each against the matrix).
 BINARIES = {"prometheus": "prometheus", "prometheus-alertmanager": "prometheus-alertmanager"}
 HEALTH_PATHS = {"tritonserver": "/v2/health/ready", "prometheus": "/-/ready", "alertmanager": "/-/ready"}
@@ -114,8 +115,12 @@ def validate(rules: Path, alertmanager_config: Path) -> None:
             raise ConfigRejectedError(f"{path}: `{' '.join(argv)}` refused it:\n  {problem}")
 
 
-def prometheus_config(triton_metrics: str, alertmanager: str, rules: Path, limiter: str | None) -> dict[str, Any]:
-    jobs = [(TRITON_JOB, triton_metrics)] + ([(LIMITER_JOB, limiter)] if limiter else [])
+def prometheus_config(
+    triton_metrics: str, alertmanager: str, rules: Path, limiter: str | None, drift: str | None = None
+) -> dict[str, Any]:
+    jobs = [(TRITON_JOB, triton_metrics)] + [
+        (job, target) for job, target in ((LIMITER_JOB, limiter), (DRIFT_JOB, drift)) if target
+    ]
     interval = f"{SCRAPE_INTERVAL_S}s"
     return {
         "global": {
@@ -157,6 +162,7 @@ class ServingLab:
         rules: Path = DEFAULT_RULES,
         alertmanager_config: Path = DEFAULT_ALERTMANAGER_CONFIG,
         limiter_target: str | None = None,
+        drift_target: str | None = None,
         triton_args: Sequence[str] = (),
         matrix_path: Path = MATRIX_PATH,
     ) -> None:
@@ -164,6 +170,7 @@ class ServingLab:
         self.rules = Path(rules).resolve()
         self.alertmanager_config = Path(alertmanager_config).resolve()
         self.limiter_target = limiter_target
+        self.drift_target = drift_target  # HOST:PORT of a drift agent the caller starts (lab_fleet/drift.py)
         self.matrix_path = Path(matrix_path)
         self.state_file = self.run_dir / "state.json"
         self.triton = TritonProcess(model_repository, self.run_dir / "triton", triton_args)
@@ -266,7 +273,7 @@ class ServingLab:
         base = self.run_dir / "prometheus"
         metrics = self.triton.metrics_url.removeprefix("http://").removesuffix("/metrics")
         alertmanager = self.alertmanager_url.removeprefix("http://")
-        config = prometheus_config(metrics, alertmanager, base / "rules.yml", self.limiter_target)
+        config = prometheus_config(metrics, alertmanager, base / "rules.yml", self.limiter_target, self.drift_target)
         (base / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
         argv = [
             shutil.which(BINARIES["prometheus"]) or BINARIES["prometheus"],

@@ -68,7 +68,7 @@ class DriftAgent:
         window, reference = self.windows[model], self.references[model]
         if len(window) < self.settings.min_rows or window.added == self._evaluated_at[model]:
             return
-        began = time.monotonic()
+        began, samples = time.monotonic(), window.added
         try:
             result = evaluate(
                 reference.names,
@@ -82,8 +82,8 @@ class DriftAgent:
             log.exception("%s: drift evaluation failed", model)
             self._failed(model, "evaluate", f"{model}: drift evaluation failed: {err}")
             return
-        self._evaluated_at[model] = window.added
-        self.metrics.publish(model, self.settings.method, result, time.time(), time.monotonic() - began)
+        self._evaluated_at[model] = samples
+        self.metrics.publish(model, self.settings.method, result, samples, time.time(), time.monotonic() - began)
 
     def step(self) -> None:
         for model in self.references:

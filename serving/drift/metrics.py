@@ -52,6 +52,13 @@ class DriftMetrics:
             ["model"],
             registry=r,
         )
+        self.evaluated_samples = Gauge(
+            "model_drift_last_evaluation_samples",
+            "model_drift_samples_total when the last evaluation's window was taken: the evaluation is"
+            " current when the two are equal",
+            ["model"],
+            registry=r,
+        )
         self.evaluation_seconds = Gauge(
             "model_drift_evaluation_duration_seconds", "How long the last evaluation took", ["model"], registry=r
         )
@@ -74,7 +81,7 @@ class DriftMetrics:
         for stage in ("pull", "features", "evaluate"):
             self.errors.labels(model, stage)
 
-    def publish(self, model: str, method: str, result: DriftResult, at: float, seconds: float) -> None:
+    def publish(self, model: str, method: str, result: DriftResult, samples: int, at: float, seconds: float) -> None:
         for feature, drift in result.features.items():
             self.feature_score.labels(model, feature, method).set(drift.score)
             self.feature_drifted.labels(model, feature).set(int(drift.drifted))
@@ -82,6 +89,7 @@ class DriftMetrics:
         self.drifted_count.labels(model).set(result.drifted_count)
         self.dataset_drift.labels(model).set(int(result.dataset_drift))
         self.evaluated_rows.labels(model).set(result.current_rows)
+        self.evaluated_samples.labels(model).set(samples)
         self.last_evaluation.labels(model).set(at)
         self.evaluation_seconds.labels(model).set(seconds)
         self.evaluations.labels(model).inc()
