@@ -4,6 +4,7 @@
     triton-batching   queue and batch behaviour: batch size, queue vs compute, pending, saturation
     gpu-health        DCGM: temperature, utilisation, framebuffer, XID, ECC row remapping, power
     cgroup-limiter    the IO/CPU limiter agent: IO against limits, throttling, scans, errors
+    gateway           the HTTP gateway's edge golden signals: requests by code, 5xx, latency, bound
 
 `build()` writes them to monitoring/generated/dashboards/ (committed; Grafana's sidecar loads
 them from ConfigMaps); `check()` says when those files are stale or a panel reads a metric that
@@ -29,6 +30,10 @@ from monitoring.metric_names import ROOT, catalog
 from monitoring.rules import (
     BATCH_SIZE,
     COMPUTE_TIME,
+    GATEWAY_5XX_RATIO,
+    GATEWAY_LATENCY_P95,
+    GATEWAY_REJECTIONS,
+    GATEWAY_REQUESTS,
     LATENCY_QUANTILES,
     PENDING,
     QUEUE_SHARE,
@@ -387,6 +392,95 @@ def _limiter() -> tuple[Section, ...]:
     )
 
 
+GATEWAY = '{model=~"$model"}'
+
+
+def _gateway_quantile(q: float, metric: str) -> str:
+    return f"histogram_quantile({q}, sum by (model, le) (rate({metric}_bucket{GATEWAY}{RATE})))"
+
+
+def _gateway() -> tuple[Section, ...]:
+    model = _label("model")
+    return (
+        (
+            "Traffic and errors",
+            (
+                Panel(
+                    "Requests by code",
+                    units.RequestsPerSecond,
+                    "Requests per second answered by the gateway, by model and HTTP status code (5m rate).",
+                    (Query(f'{GATEWAY_REQUESTS}{{model=~"$model"}}', f"{model} {_label('code')}"),),
+                ),
+                Panel(
+                    "5xx ratio",
+                    units.PercentUnit,
+                    "Requests answered 502, 503 or 504 over all requests (5m); GatewayErrorRatioHigh pages above 5%.",
+                    (Query(f'{GATEWAY_5XX_RATIO}{{model=~"$model"}}', model),),
+                ),
+            ),
+        ),
+        (
+            "Latency",
+            (
+                Panel(
+                    "Latency at the gateway",
+                    units.Seconds,
+                    "P50 and P99 of the whole request at the gateway, and the P95 the alert reads (5m).",
+                    (
+                        Query(_gateway_quantile(0.5, "gateway_request_duration_seconds"), f"{model} P50"),
+                        Query(f'{GATEWAY_LATENCY_P95}{{model=~"$model"}}', f"{model} P95"),
+                        Query(_gateway_quantile(0.99, "gateway_request_duration_seconds"), f"{model} P99"),
+                    ),
+                ),
+                Panel(
+                    "Triton call against the whole request",
+                    units.Seconds,
+                    "Mean time of the gRPC call to Triton and of the whole request; the difference is the gateway's"
+                    " own.",
+                    (
+                        Query(
+                            f"sum by (model) (rate(gateway_triton_request_duration_seconds_sum{GATEWAY}{RATE}))"
+                            f" / sum by (model) (rate(gateway_triton_request_duration_seconds_count{GATEWAY}{RATE}))",
+                            f"{model} Triton call",
+                        ),
+                        Query(
+                            f"sum by (model) (rate(gateway_request_duration_seconds_sum{GATEWAY}{RATE}))"
+                            f" / sum by (model) (rate(gateway_request_duration_seconds_count{GATEWAY}{RATE}))",
+                            f"{model} whole request",
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        (
+            "Saturation",
+            (
+                Panel(
+                    "In flight",
+                    units.Short,
+                    "Requests being handled by the gateway, by model (all pods).",
+                    (Query(f"sum by (model) (gateway_requests_in_flight{GATEWAY})", model),),
+                ),
+                Panel(
+                    "Rejections",
+                    units.RequestsPerSecond,
+                    "Requests refused before Triton: overloaded (429, the gateway's bound) or triton_not_ready (503).",
+                    (Query(f'{GATEWAY_REJECTIONS}{{model=~"$model"}}', f"{model} {_label('reason')}"),),
+                ),
+                Panel(
+                    "Gateways that find Triton ready",
+                    units.Short,
+                    "Gateway pods whose readiness probe finds Triton and every mapped model ready, against all.",
+                    (
+                        Query("sum(gateway_triton_ready)", "ready"),
+                        Query("count(gateway_triton_ready)", "gateway pods"),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
 def _variable(name: str, query: str) -> dashboard.QueryVariable:
     return (
         dashboard.QueryVariable(name)
@@ -484,6 +578,13 @@ def dashboards() -> dict[str, dict]:
             "Per-GPU telemetry of the DCGM exporter on every GPU node.",
             node_variable,
             _gpu_health(),
+        ),
+        "gateway": _board(
+            "gpu-serving-gateway",
+            "Gateway: edge golden signals",
+            "The HTTP gateway in front of Triton (serving/gateway): what clients see.",
+            (_variable("model", "label_values(gateway_requests_total, model)"),),
+            _gateway(),
         ),
         "cgroup-limiter": _board(
             "gpu-serving-cgroup-limiter",

@@ -9,6 +9,7 @@ A name exists when something produces it:
 - the cgroup limiter: the families its code registers (limiter/cgroup_limiter/metrics.py), as
   prometheus_client exposes them;
 - the drift agent: the families of serving/drift/metrics.py, likewise;
+- the gateway: the families of serving/gateway/metrics.py, likewise;
 - the recording rules of monitoring/generated/rules.yml;
 - Prometheus itself: `up`, `ALERTS` and the other series it writes;
 - kube-state-metrics, which kube-prometheus-stack deploys: nothing here runs it, so the names
@@ -29,6 +30,7 @@ import yaml
 
 from monitoring.promql import PromQLError, metric_names
 from serving.drift.metrics import DriftMetrics
+from serving.gateway.metrics import Metrics as GatewayMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
 TRITON_SCRAPE = ROOT / "tests/monitoring/fixtures/triton-2.51-metrics.txt"
@@ -109,6 +111,12 @@ def drift_agent() -> set[str]:
     return {family.name + suffix for family in registry.collect() for suffix in _CLIENT_SAMPLES[family.type]}
 
 
+def gateway() -> set[str]:
+    """Every sample name the gateway's /metrics can carry (serving.gateway.metrics)."""
+    registry = GatewayMetrics().registry
+    return {family.name + suffix for family in registry.collect() for suffix in _CLIENT_SAMPLES[family.type]}
+
+
 def rules(path: Path = RULES) -> list[dict[str, Any]]:
     """Every rule of a Prometheus rule file (none while the file does not exist)."""
     if not path.exists():
@@ -150,5 +158,6 @@ def catalog() -> Catalog:
     sources |= dict.fromkeys(dcgm(), "DCGM exporter (counters.csv)")
     sources |= dict.fromkeys(limiter(), "cgroup limiter")
     sources |= dict.fromkeys(drift_agent(), "drift agent")
+    sources |= dict.fromkeys(gateway(), "gateway")
     sources |= {rule["record"]: f"recording rule ({RULES.name})" for rule in rules() if "record" in rule}
     return Catalog(sources)

@@ -349,5 +349,82 @@ def drift_alerts() -> Group:
     )
 
 
+# The gateway (serving/gateway): its scrape job (the Service's name under its ServiceMonitor), the
+# edge records, and what the alerts allow. Its latency target is Triton's P99 target: an edge P95
+# above it means the SLO is gone for clients whatever Triton reports.
+GATEWAY_JOB = "gateway"
+GATEWAY_REQUESTS = "model_code:gateway_requests:rate5m"
+GATEWAY_5XX_RATIO = "model:gateway_requests_5xx:ratio_rate5m"
+GATEWAY_LATENCY_P95 = "model:gateway_request_duration_seconds:p95_rate5m"
+GATEWAY_REJECTIONS = "model_reason:gateway_rejections:rate5m"
+GATEWAY_5XX_RATIO_MAX = 0.05
+GATEWAY_LATENCY_P95_TARGET_S = LATENCY_P99_TARGET_US / 1_000_000
+
+
+def gateway_rules() -> Group:
+    failed = 'sum by (model) (rate(gateway_requests_total{code=~"5.."}[5m]))'
+    return group(
+        "gateway.rules",
+        record(GATEWAY_REQUESTS, "sum by (model, code) (rate(gateway_requests_total[5m]))"),
+        # Absent, not NaN, while the model gets no requests.
+        record(GATEWAY_5XX_RATIO, f"{failed}\n/\n(sum by (model) (rate(gateway_requests_total[5m])) > 0)"),
+        record(
+            GATEWAY_LATENCY_P95,
+            "histogram_quantile(0.95, sum by (model, le) (rate(gateway_request_duration_seconds_bucket[5m])))",
+        ),
+        record(GATEWAY_REJECTIONS, "sum by (model, reason) (rate(gateway_rejections_total[5m]))"),
+    )
+
+
+def gateway_alerts() -> Group:
+    up = f'up{{job="{GATEWAY_JOB}"}}'
+    return group(
+        "gateway.alerts",
+        alert(
+            "GatewayDown",
+            f"sum by (job) ({up}) == 0",
+            for_="1m",
+            severity="page",
+            summary="No gateway instance answers: clients cannot reach any model.",
+            description="{{ $value }} targets of scrape job {{ $labels.job }} have been up for a minute.",
+        ),
+        alert(
+            "GatewayErrorRatioHigh",
+            f"{GATEWAY_5XX_RATIO} > {GATEWAY_5XX_RATIO_MAX:g}",
+            for_="5m",
+            severity="page",
+            summary="The gateway answers a model's requests with 5xx.",
+            description="{{ $labels.model }}: {{ $value | humanizePercentage }} of the requests got a 5xx for 5"
+            f" minutes (more than {GATEWAY_5XX_RATIO_MAX:.0%}): 503 Triton not ready, 504 deadline, 502 refused.",
+        ),
+        alert(
+            "GatewayLatencyHigh",
+            f"{GATEWAY_LATENCY_P95} > {GATEWAY_LATENCY_P95_TARGET_S:g}",
+            for_="10m",
+            severity="ticket",
+            summary="A model's P95 latency at the gateway is above the latency target.",
+            description="{{ $labels.model }}: P95 {{ $value | humanizeDuration }} at the gateway for 10 minutes"
+            f" (target {GATEWAY_LATENCY_P95_TARGET_S:g} s).",
+        ),
+        alert(
+            "GatewayOverloaded",
+            f'{GATEWAY_REJECTIONS}{{reason="overloaded"}} > 0',
+            for_="10m",
+            severity="ticket",
+            summary="The gateway refuses requests with 429: its own bound is full.",
+            description="{{ $labels.model }}: {{ $value }} requests per second refused with 429 for 10 minutes.",
+        ),
+    )
+
+
 def groups() -> list[Group]:
-    return [golden_signals(), slo_records(), triton_alerts(), gpu_alerts(), node_alerts(), drift_alerts()]
+    return [
+        golden_signals(),
+        slo_records(),
+        triton_alerts(),
+        gpu_alerts(),
+        node_alerts(),
+        drift_alerts(),
+        gateway_rules(),
+        gateway_alerts(),
+    ]

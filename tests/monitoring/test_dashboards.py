@@ -38,6 +38,15 @@ UNITS = {
         "Last XID error": "none",  # an error code, not a quantity
         "ECC: remapped rows": "short",
     },
+    "gateway": {
+        "Requests by code": "reqps",
+        "5xx ratio": "percentunit",
+        "Latency at the gateway": "s",
+        "Triton call against the whole request": "s",
+        "In flight": "short",
+        "Rejections": "reqps",
+        "Gateways that find Triton ready": "short",
+    },
     "cgroup-limiter": {
         "Pod IO rate and limit": "Bps",
         "Throttled pods": "short",
@@ -94,6 +103,7 @@ def test_uids_are_stable_and_panel_ids_unique() -> None:
         "triton-batching": "gpu-serving-triton-batching",
         "gpu-health": "gpu-serving-gpu-health",
         "cgroup-limiter": "gpu-serving-cgroup-limiter",
+        "gateway": "gpu-serving-gateway",
     }
     for board in BOARDS.values():
         assert len(board["uid"]) <= 40  # Grafana's limit
