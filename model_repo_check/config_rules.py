@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from tritonclient.grpc import model_config_pb2
 
-from model_repo_check.backend_rules import check_runtime
+from model_repo_check.backend_rules import check_batch_strategy, check_runtime
 from model_repo_check.ensemble_rules import check_ensemble_alone
 from model_repo_check.findings import Location, Report
 from model_repo_check.io_rules import TENSORRT_PLATFORM, check_io, element_count
@@ -54,6 +54,7 @@ def check_config(model: ModelDir, report: Report) -> None:
     _check_labels(model, report)
     _check_instance_groups(model, report)
     check_runtime(model, report)
+    check_batch_strategy(model, report)
     _check_warmup(model, report)
 
 
@@ -309,6 +310,8 @@ def _check_warmup_request(
             )
             return
         dims, given = list(tensor.dims), list(sample.dims)
+        if tensor.is_shape_tensor and config.max_batch_size:
+            given = [1, *given]  # a shape tensor keeps the batch dimension the sample is given
         if len(dims) != len(given) or any(d not in (-1, g) for d, g in zip(dims, given, strict=True)):
             batch = "[-1] + " if config.max_batch_size else ""
             report.error(

@@ -43,6 +43,16 @@ def check_gpus(model: ModelDir, gpus: int | None, report: Report) -> None:
     if gpus is None:
         return
     for i, group in enumerate(model.config.instance_group):
+        if group.kind == Kind.KIND_AUTO and (absent := [g for g in group.gpus if g >= gpus]):
+            # NormalizeInstanceGroup (core r24.10): KIND_AUTO with a listed GPU that is not there becomes
+            # KIND_CPU, keeping its gpus, and ValidateInstanceGroup refuses a KIND_CPU group with GPUs.
+            report.error(
+                "gpu-unavailable",
+                f"instance_group {i} is KIND_AUTO with gpus {list(group.gpus)}, but a Triton pod has {gpus} GPU(s): "
+                f"Triton makes it KIND_CPU (GPU {absent} is missing) and then refuses a KIND_CPU group that "
+                "specifies GPUs",
+                model.where.find("instance_group", i, "gpus"),
+            )
         if group.kind != Kind.KIND_GPU:
             continue
         if gpus == 0:
@@ -60,12 +70,24 @@ def check_gpus(model: ModelDir, gpus: int | None, report: Report) -> None:
             )
 
 
+def versions_to_load(model: ModelDir) -> list[int]:
+    """The versions Triton loads under the model's version policy (VersionsToLoad; default: latest 1)."""
+    policy = model.config.version_policy
+    present = sorted(model.versions, reverse=True)
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "specific":
+        return [version for version in present if version in policy.specific.versions]
+    if choice == "all":
+        return present
+    return present[: policy.latest.num_versions if choice == "latest" else 1]
+
+
 def check_version_policy(model: ModelDir, report: Report) -> None:
     """VersionsToLoad (core r24.10 src/model_repository_manager/model_lifecycle.cc): Triton loads the
     listed versions that have a folder, and refuses the model only when that leaves none
     ("at least one version must be available under the version policy")."""
-    if model.config.platform == "ensemble" or not model.versions:
-        return  # an ensemble's version folder is checked by the layout; no folder at all is layout's error too
+    if not model.versions:
+        return  # no version folder at all is the layout's error
     policy = model.config.version_policy
     choice = policy.WhichOneof("policy_choice")
     present = sorted(model.versions)

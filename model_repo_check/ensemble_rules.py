@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc import model_config_pb2
 
+from model_repo_check.deployment import versions_to_load
 from model_repo_check.findings import Report
 from model_repo_check.layout import ModelDir
 
@@ -146,7 +147,7 @@ def check_ensemble_members(model: ModelDir, models: Mapping[str, ModelDir], fail
                 at,
             )
             return
-        if step.model_version != -1 and step.model_version not in member.versions:
+        if step.model_version != -1 and step.model_version not in versions_to_load(member):
             report.error(
                 "ensemble",
                 f"ensemble '{name}' depends on '{step.model_name}' whose required version {step.model_version} "
@@ -218,11 +219,13 @@ def _member_problem(config: model_config_pb2.ModelConfig, models: Mapping[str, M
     for tensor in config.input:
         dims = tensor.reshape.shape if tensor.HasField("reshape") else tensor.dims
         tensors[tensor.name] = _node(name, batching, tensor.data_type, dims)
+    # The ensemble's outputs feed one sink node, so they too must come from one decoupled branch.
     sink = "\0sink"
+    tensors[sink] = _Node(name, DataType.TYPE_INVALID, [], [])
     for tensor in config.output:
         dims = tensor.reshape.shape if tensor.HasField("reshape") else tensor.dims
-        node = tensors.setdefault(tensor.name, _node(name, batching, tensor.data_type, dims))
-        node.next.append(sink)
+        tensors.setdefault(tensor.name, _node(name, batching, tensor.data_type, dims)).next.append(sink)
+        tensors[sink].prev.append(tensor.name)
     for step in config.ensemble_scheduling.step:
         member = models[step.model_name].config
         if member.max_batch_size != 0 and member.max_batch_size < config.max_batch_size:
@@ -232,7 +235,7 @@ def _member_problem(config: model_config_pb2.ModelConfig, models: Mapping[str, M
             )
         if problem := _mapping_problem(name, step, member, tensors):
             return problem
-    return _decoupled_problem(config, tensors, sink)
+    return _decoupled_problem(config, tensors)
 
 
 def _mapping_problem(
@@ -289,7 +292,7 @@ def _mapping_problem(
     return None
 
 
-def _decoupled_problem(config: model_config_pb2.ModelConfig, tensors: dict[str, _Node], sink: str) -> str | None:
+def _decoupled_problem(config: model_config_pb2.ModelConfig, tensors: dict[str, _Node]) -> str | None:
     """The walk that labels each tensor with the decoupled step it comes from."""
     label = 0
     queue = []
@@ -298,8 +301,6 @@ def _decoupled_problem(config: model_config_pb2.ModelConfig, tensors: dict[str, 
         queue.append(tensor.name)
     while queue:
         for following in tensors[queue.pop(0)].next:
-            if following == sink:
-                continue
             node = tensors[following]
             if node.visited or not all(tensors[p].visited for p in node.prev):
                 continue

@@ -2,8 +2,7 @@
 
 Follows triton-inference-server/core r24.10 (Triton 2.51), src/model_config_utils.cc:
 ValidateModelConfig's sequence_batching block, GetBooleanSequenceControlProperties (START, END,
-READY) and GetTypedSequenceControlProperties (CORRID); and src/backend_model.cc
-TritonModel::Create (no custom batching strategy with the sequence batcher).
+READY) and GetTypedSequenceControlProperties (CORRID).
 """
 
 from __future__ import annotations
@@ -56,12 +55,6 @@ def check_sequence_batching(model: ModelDir, report: Report) -> None:
             "sequence-direct",
             f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}",
             where.find("sequence_batching", "direct", "minimum_slot_utilization"),
-        )
-    if "TRITON_BATCH_STRATEGY_PATH" in config.parameters:
-        report.error(
-            "batch-strategy",
-            "TRITON_BATCH_STRATEGY_PATH cannot be specified with sequence batcher, using default batching strategy",
-            where.find("parameters"),
         )
 
 

@@ -303,14 +303,14 @@ def _log_errors(log: str) -> list[str]:
     return found
 
 
-def _judge(server: _Server, folder: Path, timeout: float, stand_ins: Sequence[str]) -> Verdict:
+def _judge(server: _Server, folder: Path, timeout: float, stand_ins: Sequence[str], retries: int) -> Verdict:
     started, notes = time.monotonic(), _notes(folder, stand_ins)
-    for attempt in range(CRASH_RETRIES + 1):
+    for attempt in range(retries + 1):
         try:
             error, logged = server.load(folder.name, timeout)
             break
         except _ServerLost as lost:
-            if not lost.crashed or attempt == CRASH_RETRIES:
+            if not lost.crashed or attempt == retries:
                 message = f"tritonserver {'died' if lost.crashed else 'hung'} while loading it: {lost}"
                 return Verdict(folder.name, Status.FAILED, message, time.monotonic() - started, notes)
             notes += (f"tritonserver crashed on try {attempt + 1} ({lost}); this is the verdict of a fresh server",)
@@ -335,11 +335,15 @@ def _condense(error: str) -> str:
 
 
 def check_with_triton(
-    repository: Path, models: Sequence[str] | None = None, timeout: float = LOAD_TIMEOUT_S
+    repository: Path,
+    models: Sequence[str] | None = None,
+    timeout: float = LOAD_TIMEOUT_S,
+    crash_retries: int = CRASH_RETRIES,
 ) -> TritonReport:
     """Load every model folder of `repository` (or only `models`) into the real tritonserver.
     Raises lab_fleet.triton.TritonNotInstalledError (it names `make .venv-triton/.stamp`)
-    when the venv is missing, lab_fleet.processes.ServerError when the server does not start."""
+    when the venv is missing, lab_fleet.processes.ServerError when the server does not start.
+    `crash_retries`: how often a load that crashed the server is tried again on a fresh one."""
     repository = repository.resolve()
     folders = [repository / name for name in models] if models is not None else model_folders(repository)
     with tempfile.TemporaryDirectory(prefix="triton-engine-") as scratch:
@@ -349,7 +353,7 @@ def check_with_triton(
             version = server.version()
             report = TritonReport(repository, version, _release(version))
             for folder in folders:
-                report.verdicts.append(_judge(server, folder, timeout, stand_ins))
+                report.verdicts.append(_judge(server, folder, timeout, stand_ins, crash_retries))
         finally:
             server.stop()
     return report

@@ -316,7 +316,8 @@ BROKEN = [
         "zero-dim",
         edit(IP, "dims: [224, 224, 3]", "dims: [224, 0, 3]"),
         "dims-value",
-        "model input 'image' dimension must be integer >= 1, or -1 to indicate a variable-size dimension (dims [224, 0, 3])",
+        "model input 'image' dimension must be integer >= 1, or -1 to indicate a variable-size dimension "
+        "(dims [224, 0, 3])",
         IP_CONFIG,
         "^dims: [224, 0, 3]",
     ),
