@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pulumi_kubernetes as k8s
 
 import pulumi
-from gpu_serving import charts, manifests, serving_layer
+from gpu_serving import charts, manifests, projects, serving_layer
 from gpu_serving.config import StackConfig
 from gpu_serving.manifests import Obj
 
@@ -117,22 +117,26 @@ class Istio(pulumi.ComponentResource):
 
 
 class ArgoCD(pulumi.ComponentResource):
-    """The Argo CD chart and the Applications that Argo CD then syncs from git."""
+    """The Argo CD chart, the AppProjects (projects.py) and the Applications that Argo CD then
+    syncs from git; every Application waits for the projects."""
 
     def __init__(
         self, name: str, cfg: StackConfig, applications: list[Obj], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(f"{TYPE}:ArgoCD", name, None, opts)
         self.chart = _chart(charts.argo_cd(cfg), self)
-        self.applications = [
-            k8s.apiextensions.CustomResource(
-                app["metadata"]["name"],
-                api_version=app["apiVersion"],
-                kind=app["kind"],
-                metadata=app["metadata"],
-                spec=app["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.chart]),
-            )
-            for app in applications
-        ]
+        self.projects = [self._custom(project, [self.chart]) for project in projects.app_projects(cfg)]
+        self.applications = [self._custom(app, [self.chart, *self.projects]) for app in applications]
         self.register_outputs({"applications": [app["metadata"]["name"] for app in applications]})
+
+    def _custom(self, obj: Obj, depends_on: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
+        # Named as before the projects existed: a renamed Application would be replaced, and
+        # deleting it (resources finalizer) deletes what it synced. URNs differ by type.
+        return k8s.apiextensions.CustomResource(
+            obj["metadata"]["name"],
+            api_version=obj["apiVersion"],
+            kind=obj["kind"],
+            metadata=obj["metadata"],
+            spec=obj["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+        )

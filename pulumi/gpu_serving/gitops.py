@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_serving import projects
 from gpu_serving.charts import Release, synced_releases
 from gpu_serving.config import StackConfig
 from gpu_serving.manifests import ARGOCD_NAMESPACE, GATEWAY, WAVE, Obj
 
 SYNC_OPTIONS = ["CreateNamespace=true", "ServerSideApply=true"]
 AUTOMATED = {"prune": True, "selfHeal": True}
+# A failed sync (a webhook not up yet, a CRD still being established) is retried: 10 s, 20 s,
+# 40 s... up to 5 minutes apart, five times, instead of waiting for the next git change.
+RETRY = {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}}
 
 
 def serving_path(env: str) -> str:
@@ -22,7 +26,7 @@ def addons_path(inventory: str) -> str:
     return f"deploy/addons/{inventory}"
 
 
-def _application(name: str, wave: int, source: dict[str, Any], namespace: str, **extra: Any) -> Obj:
+def _application(name: str, project: str, wave: int, source: dict[str, Any], namespace: str, **extra: Any) -> Obj:
     return {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",
@@ -34,10 +38,10 @@ def _application(name: str, wave: int, source: dict[str, Any], namespace: str, *
             "finalizers": ["resources-finalizer.argocd.argoproj.io"],
         },
         "spec": {
-            "project": "default",
+            "project": project,
             "source": source,
-            "destination": {"server": "https://kubernetes.default.svc", "namespace": namespace},
-            "syncPolicy": {"automated": dict(AUTOMATED), "syncOptions": list(SYNC_OPTIONS)},
+            "destination": {"server": projects.IN_CLUSTER, "namespace": namespace},
+            "syncPolicy": {"automated": dict(AUTOMATED), "syncOptions": list(SYNC_OPTIONS), "retry": RETRY},
             **extra,
         },
     }
@@ -55,11 +59,11 @@ def chart_application(release: Release) -> Obj:
         "helm": {"releaseName": release.name, "valuesObject": release.values},
     }
     extra = {"ignoreDifferences": list(release.ignore_differences)} if release.ignore_differences else {}
-    return _application(release.name, release.wave, source, release.namespace, **extra)
+    return _application(release.name, projects.PLATFORM, release.wave, source, release.namespace, **extra)
 
 
 def addons_application(cfg: StackConfig) -> Obj:
-    return _application("gpu-addons", -1, _git(cfg, addons_path(cfg.inventory)), "kube-system")
+    return _application("gpu-addons", projects.ADDONS, -1, _git(cfg, addons_path(cfg.inventory)), "kube-system")
 
 
 def serving_application(cfg: StackConfig) -> Obj:
@@ -67,6 +71,7 @@ def serving_application(cfg: StackConfig) -> Obj:
     # neither diff nor reset them.
     app = _application(
         "gpu-serving",
+        projects.SERVING,
         0,
         _git(cfg, f"{serving_path(cfg.env)}/manifests"),
         cfg.triton.namespace,
@@ -86,4 +91,6 @@ def child_applications(cfg: StackConfig) -> list[Obj]:
 
 def root_application(cfg: StackConfig) -> Obj:
     """The app-of-apps: syncs the Applications in deploy/serving/<env>/apps."""
-    return _application("gpu-serving-root", 0, _git(cfg, f"{serving_path(cfg.env)}/apps"), ARGOCD_NAMESPACE)
+    return _application(
+        "gpu-serving-root", projects.BOOTSTRAP, 0, _git(cfg, f"{serving_path(cfg.env)}/apps"), ARGOCD_NAMESPACE
+    )

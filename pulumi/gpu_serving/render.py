@@ -2,6 +2,8 @@
 
 deploy/serving/<env>/
   root.yaml      the app-of-apps; Pulumi creates it (delivery argocd), or `kubectl apply -f` it
+  projects/      the AppProjects every Application names; Pulumi creates them with Argo CD, or
+                 `kubectl apply -f` them before root.yaml
   apps/          Applications: the pinned charts with their values, the add-ons, the manifests
   manifests/     Triton, the gateway and drift agent, Istio routing, mTLS and authorization,
                  the Grafana dashboards and the PrometheusRule (monitoring/)
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_serving import gitops, manifests, serving_layer
+from gpu_serving import gitops, manifests, projects, serving_layer
 from gpu_serving.config import ConfigError, StackConfig, from_stack_file
 from gpu_serving.fleet import FleetError
 from gpu_serving.manifests import Obj
@@ -47,6 +49,8 @@ def render(cfg: StackConfig) -> dict[str, str]:
     """Relative path -> file text, for every file of deploy/serving/<env>/."""
     header = HEADER.format(env=cfg.env)
     files = {"root.yaml": header + to_yaml(gitops.root_application(cfg))}
+    for project in projects.app_projects(cfg):
+        files[f"projects/{project['metadata']['name']}.yaml"] = header + to_yaml(project)
     for app in gitops.child_applications(cfg):
         files[f"apps/{app['metadata']['name']}.yaml"] = header + to_yaml(app)
     for index, obj in enumerate(served_objects(cfg)):

@@ -188,6 +188,9 @@ def test_argo_cd_chart_and_applications_sync_automatically_with_waves():
     assert waves["kube-prometheus-stack"] < waves["prometheus-adapter"] < waves["gpu-serving"]
     for app in apps.values():
         assert app["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
+    # The AppProjects exist before any Application that names them.
+    appprojects = mocks.of_type("kubernetes:argoproj.io/v1alpha1:AppProject")
+    assert {r.inputs["metadata"]["name"] for r in appprojects} >= {app["spec"]["project"] for app in apps.values()}
     serving = apps["gpu-serving"]["spec"]
     assert serving["source"]["path"] == "deploy/serving/prod/manifests"
     assert serving["ignoreDifferences"] == [

@@ -35,7 +35,7 @@ def test_dev_installs_every_component_directly():
 
 
 @pytest.mark.parametrize("env", ["staging", "prod"])
-def test_gitops_stacks_install_argo_cd_and_the_app_of_apps_only(env):
+def test_gitops_stacks_install_argo_cd_its_projects_and_the_app_of_apps_only(env):
     mocks = run_program(env)
     assert [r.name for r in mocks.of_type(CHART)] == ["argo-cd"]
     assert not mocks.of_type("kubernetes:yaml/v2:ConfigGroup")
@@ -45,6 +45,9 @@ def test_gitops_stacks_install_argo_cd_and_the_app_of_apps_only(env):
     assert spec["source"]["path"] == f"deploy/serving/{env}/apps"
     assert spec["source"]["repoURL"] == "https://git.example.com/platform/gpu-serving-iac.git"
     assert spec["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
+    projects = {r.name for r in mocks.of_type("kubernetes:argoproj.io/v1alpha1:AppProject")}
+    assert projects == {"gpu-bootstrap", "gpu-platform", "gpu-addons", "gpu-serving"}
+    assert spec["project"] == "gpu-bootstrap"
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])

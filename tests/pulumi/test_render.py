@@ -1,6 +1,6 @@
 """The committed deploy/serving/<env>/ is a fresh render, and it passes the schema checks:
 kubernetes-validate --strict for built-in kinds, cloudcoil's pydantic models for Istio, the
-ServiceMonitor and the PrometheusRule, the vendored Application schema for Argo CD, and checkov."""
+ServiceMonitor and the PrometheusRule, the vendored Application and AppProject schemas for Argo CD, and checkov."""
 
 import json
 import subprocess
@@ -21,6 +21,7 @@ import platform_matrix
 ROOT = Path(__file__).resolve().parents[2]
 ENVS = ("dev", "staging", "prod")
 APPLICATION_SCHEMA = yaml.safe_load(Path(__file__).with_name("argocd-application.schema.yaml").read_text())
+PROJECT_SCHEMA = yaml.safe_load(Path(__file__).with_name("argocd-appproject.schema.yaml").read_text())
 CRD_MODELS = {
     ("security.istio.io/v1", "PeerAuthentication"): istio_security.PeerAuthentication,
     ("security.istio.io/v1", "AuthorizationPolicy"): istio_security.AuthorizationPolicy,
@@ -64,7 +65,7 @@ def test_built_in_kinds_pass_kubernetes_validate_strict(env):
     version = platform_matrix.load().kubernetes_version
     checked = 0
     for _path, obj in rendered(env):
-        if (obj["apiVersion"], obj["kind"]) in CRD_MODELS or obj["kind"] == "Application":
+        if (obj["apiVersion"], obj["kind"]) in CRD_MODELS or obj["apiVersion"] == "argoproj.io/v1alpha1":
             continue
         kubernetes_validate.validate(obj, version, strict=True)
         checked += 1
@@ -116,6 +117,20 @@ def test_argo_cd_applications_match_the_application_crd_schema(env):
     assert len(apps) == 7  # root, four charts, add-ons, serving manifests
     for path, obj in apps:
         errors = list(jsonschema.Draft202012Validator(APPLICATION_SCHEMA).iter_errors(obj))
+        assert not errors, f"{path}: {[e.message for e in errors]}"
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_argo_cd_projects_match_the_appproject_crd_schema(env):
+    found = [(path, obj) for path, obj in rendered(env) if obj["kind"] == "AppProject"]
+    assert {obj["metadata"]["name"] for _, obj in found} == {
+        "gpu-bootstrap",
+        "gpu-platform",
+        "gpu-addons",
+        "gpu-serving",
+    }
+    for path, obj in found:
+        errors = list(jsonschema.Draft202012Validator(PROJECT_SCHEMA).iter_errors(obj))
         assert not errors, f"{path}: {[e.message for e in errors]}"
 
 
