@@ -168,6 +168,12 @@ def _serving_lab_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]
         yield "serving_lab.triton.release", f"{release!r} is not one of triton.releases"
         return
     server = lab["triton"]["server_version"]
+    if server != data["triton"]["releases"][release]["server_version"]:
+        yield (
+            "serving_lab.triton.server_version",
+            f"{server} is not the server version {data['triton']['releases'][release]['server_version']} "
+            f"of release {release}",
+        )
     client = lab["python_packages"]["tritonclient"]
     if client != server:
         yield (

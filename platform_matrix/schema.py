@@ -159,9 +159,10 @@ MATRIX_SCHEMA: dict[str, Any] = {
                     "propertyNames": {"pattern": r"^\d{2}\.\d{2}$"},
                     "additionalProperties": {
                         "type": "object",
-                        "required": ["cuda", "min_driver_branch", "forward_compat", "digest"],
+                        "required": ["server_version", "cuda", "min_driver_branch", "forward_compat", "digest"],
                         "additionalProperties": False,
                         "properties": {
+                            "server_version": _PIN,
                             "cuda": _VERSION,
                             "min_driver_branch": {"type": "integer", "minimum": 400},
                             "forward_compat": {"type": "array", "items": _VERSION},

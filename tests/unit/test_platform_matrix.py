@@ -73,6 +73,8 @@ def mutate(path: str, value: object) -> dict[str, Any]:
         ("triton.default_release", "22.01", "triton.default_release", "is not one of triton.releases"),
         ("triton.releases.24.10.min_driver_branch", 530, "triton.releases.24.10.min_driver_branch", "older than"),
         ("triton.releases.23.09.forward_compat", ["550.54"], "triton.releases.23.09.forward_compat.0", "not older"),
+        ("triton.releases.24.05.server_version", "v2.46.0", "triton.releases.24.05.server_version", "does not match"),
+        ("triton.releases.24.10.server_version", "2.50.0", "serving_lab.triton.server_version", "not the server"),
         ("operating_systems.Debian.driver_source", "ppa", "operating_systems.Debian.driver_source", "is not one of"),
         (
             "nvidia_driver.sources.debian-nonfree.package_version",
