@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from images.apps import REPO, App, requirement_lines
-from images.podman import podman
+from images.podman import podman, podman_ok
 
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -27,6 +27,7 @@ class Built:
     tag: str
     revision: str
     seconds: float
+    existed: bool  # the tag was there before this build (now replaced)
 
 
 def revision() -> str:
@@ -57,6 +58,7 @@ def build(app: App, base: str) -> Built:
     started = time.monotonic()
     rev = revision()
     tag = f"{app.repository}:{rev[:12]}{'-dirty' if rev.endswith('-dirty') else ''}"
+    existed = podman_ok("image", "exists", tag)
     with tempfile.TemporaryDirectory(prefix=f"image-{app.name}-") as tmp:
         context = Path(tmp)
         assemble(app, context)
@@ -73,4 +75,4 @@ def build(app: App, base: str) -> Built:
             "--file=Containerfile",
             str(context),
         )
-    return Built(tag=tag, revision=rev, seconds=time.monotonic() - started)
+    return Built(tag=tag, revision=rev, seconds=time.monotonic() - started, existed=existed)
