@@ -1,0 +1,63 @@
+"""images/ without podman: pins come from the requirements files, each Containerfile runs its app's
+module on its port as a non-root user, and a moved Debian mirror names the pin to change."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from images.apps import APPS, App, RequirementError, requirement_lines
+from images.base import BaseImageError, check_python, installed_version
+from platform_matrix import load
+
+SPEC = load().data["container_base"]
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_each_containerfile_runs_its_module_on_its_port_as_non_root(name: str) -> None:
+    app = APPS[name]
+    text = app.containerfile.read_text()
+    assert f'ENTRYPOINT ["/opt/venv/bin/python", "-m", "{app.module}"]' in text
+    assert re.findall(r"^EXPOSE (\d+)$", text, re.MULTILINE) == [str(app.port)]
+    assert re.findall(r"^USER (\S+)$", text, re.MULTILINE) == ["10001:10001"]
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_every_package_of_an_image_is_pinned_exactly_in_the_requirements(name: str) -> None:
+    lines = requirement_lines(APPS[name])
+    assert len(lines) == len(APPS[name].packages)
+    assert all("==" in line for line in lines)
+
+
+def test_a_package_without_an_exact_pin_is_named(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("fastapi==0.165.0  # pinned\nuvicorn>=0.30\n")
+    app = App(name="x", module="serving.x", port=1, packages=("fastapi", "uvicorn"))
+    assert requirement_lines(App("x", "serving.x", 1, ("fastapi",)), (requirements,)) == ["fastapi==0.165.0"]
+    with pytest.raises(RequirementError, match=r"x needs uvicorn, but requirements.txt pin none exactly"):
+        requirement_lines(app, (requirements,))
+
+
+def _tree(tmp_path: Path, version: str) -> Path:
+    status = tmp_path / "var/lib/dpkg/status"
+    status.parent.mkdir(parents=True)
+    status.write_text(
+        "Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n\n"
+        f"Package: python3.11\nStatus: install ok installed\nVersion: {version}\nDescription: x\n two\n"
+    )
+    return tmp_path
+
+
+def test_the_trees_python_must_be_the_pinned_package(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, SPEC["python_package_version"])
+    assert installed_version(tree, "python3.11") == SPEC["python_package_version"]
+    assert installed_version(tree, "python3.12") is None
+    check_python(tree, SPEC, Path("matrix.yml"))
+
+
+def test_a_moved_mirror_names_the_matrix_pin(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "3.11.2-6+deb12u99")
+    with pytest.raises(BaseImageError, match=r"^matrix.yml: container_base.python_package_version: .*deb12u99"):
+        check_python(tree, SPEC, Path("matrix.yml"))
