@@ -3,7 +3,8 @@
 No container registry is reachable from the machines that build the images, so nothing is pulled:
 the tree comes from the Debian mirror the lab VMs use (LAB_MIRROR), as pinned in
 platform_matrix/matrix.yml (container_base). The mirror has no snapshot, so the pin is checked on
-the tree: the build stops unless the python3.11 package it got is the pinned version.
+the tree: the build stops unless its Python is the pinned upstream version, packaged no older
+than the pinned Debian revision.
 
 The tarball is cached in the lab's cache directory (LAB_CACHE_DIR), keyed by a hash of its inputs,
 and the podman image is tagged with the same key, so an unchanged recipe is neither
@@ -46,7 +47,7 @@ def base_inputs(spec: Mapping[str, Any]) -> dict[str, Any]:
         "mirror": mirror,
         "security_mirror": security,
         "packages": sorted(spec["packages"]),
-        "python_package_version": spec["python_package_version"],
+        "python_package_minimum": spec["python_package_minimum"],
         "pruned": list(PRUNED),
     }
 
@@ -79,16 +80,26 @@ def installed_version(tree: Path, package: str) -> str | None:
     return None
 
 
-def check_python(tree: Path, spec: Mapping[str, Any], matrix_path: Path) -> None:
-    """The mirror must have given exactly the pinned Python; a moved mirror names the pin to change."""
+def _older(version: str, than: str) -> bool:
+    """Debian's own version order (epochs, revisions, +debNNuN, ~)."""
+    return subprocess.run(["dpkg", "--compare-versions", version, "lt", than], check=False).returncode == 0
+
+
+def check_python(tree: Path, spec: Mapping[str, Any], matrix_path: Path) -> str:
+    """The tree's Python must be the pinned upstream version, packaged no older than the pin.
+
+    Newer Debian revisions of the same upstream version (point releases, security updates) are
+    taken: the mirror has no snapshot to hold an older one, and refusing them would break every
+    build on the day Debian publishes a fix. Returns the package version the tree has."""
     package = "python" + ".".join(spec["python_version"].split(".")[:2])
     got = installed_version(tree, package)
-    want = spec["python_package_version"]
-    if got != want:
+    want = spec["python_package_minimum"]
+    if got is None or got.split("-")[0] != spec["python_version"] or _older(got, want):
         raise BaseImageError(
-            f"{matrix_path}: container_base.python_package_version: the mirror installed {package} {got}, "
-            f"the pin is {want}; update the pin (the mirror has no snapshot of older versions)"
+            f"{matrix_path}: container_base: the mirror installed {package} {got}, the pin is Python "
+            f"{spec['python_version']} packaged {want} or newer (python_version, python_package_minimum)"
         )
+    return got
 
 
 def build_tarball(spec: Mapping[str, Any], tarball: Path, log: Path, matrix_path: Path) -> None:
@@ -105,7 +116,9 @@ def build_tarball(spec: Mapping[str, Any], tarball: Path, log: Path, matrix_path
         )
         for step in (["apt-get", "update", "-qq"], ["apt-get", "upgrade", "-y", "-qq"], ["apt-get", "clean"]):
             _run(["chroot", str(tree), *step], log, env={"DEBIAN_FRONTEND": "noninteractive", "PATH": CHROOT_PATH})
-        check_python(tree, spec, matrix_path)
+        python = check_python(tree, spec, matrix_path)
+        with log.open("a") as out:
+            out.write(f"base: {spec['suite']} with python{spec['python_version']} package {python}\n")
         for relative in PRUNED:
             shutil.rmtree(tree / relative, ignore_errors=True)
         (tree / "var/cache/apt/archives/partial").mkdir(parents=True)

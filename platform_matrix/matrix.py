@@ -153,10 +153,10 @@ def _cross_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "kubernetes.version", f"{kubernetes['version']} is not in supported_minors"
     yield from _serving_lab_references(data)
     base = data["container_base"]
-    if not base["python_package_version"].startswith(base["python_version"] + "-"):
+    if not base["python_package_minimum"].startswith(base["python_version"] + "-"):
         yield (
-            "container_base.python_package_version",
-            f"{base['python_package_version']!r} does not package Python {base['python_version']}",
+            "container_base.python_package_minimum",
+            f"{base['python_package_minimum']!r} does not package Python {base['python_version']}",
         )
 
 

@@ -48,7 +48,7 @@ _SERVING_LAB = {
 
 _CONTAINER_BASE = {
     "type": "object",
-    "required": ["suite", "debian_version", "packages", "python_version", "python_package_version"],
+    "required": ["suite", "debian_version", "packages", "python_version", "python_package_minimum"],
     "additionalProperties": False,
     "properties": {
         "suite": {"type": "string", "pattern": r"^[a-z]+$"},
@@ -56,7 +56,7 @@ _CONTAINER_BASE = {
         "packages": {**_PACKAGES, "contains": {"const": "python3"}},
         "python_version": _PIN,
         # A full Debian package version: upstream version, revision and any +debNNuN suffix.
-        "python_package_version": {"type": "string", "pattern": r"^\d+(\.\d+)+-[0-9A-Za-z.+~]+$"},
+        "python_package_minimum": {"type": "string", "pattern": r"^\d+(\.\d+)+-[0-9A-Za-z.+~]+$"},
     },
 }
 

@@ -51,13 +51,21 @@ def _tree(tmp_path: Path, version: str) -> Path:
 
 
 def test_the_trees_python_must_be_the_pinned_package(tmp_path: Path) -> None:
-    tree = _tree(tmp_path, SPEC["python_package_version"])
-    assert installed_version(tree, "python3.11") == SPEC["python_package_version"]
+    tree = _tree(tmp_path, SPEC["python_package_minimum"])
+    assert installed_version(tree, "python3.11") == SPEC["python_package_minimum"]
     assert installed_version(tree, "python3.12") is None
-    check_python(tree, SPEC, Path("matrix.yml"))
+    assert check_python(tree, SPEC, Path("matrix.yml")) == SPEC["python_package_minimum"]
 
 
-def test_a_moved_mirror_names_the_matrix_pin(tmp_path: Path) -> None:
-    tree = _tree(tmp_path, "3.11.2-6+deb12u99")
-    with pytest.raises(BaseImageError, match=r"^matrix.yml: container_base.python_package_version: .*deb12u99"):
+def test_a_newer_debian_revision_of_the_same_python_is_taken(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, SPEC["python_package_minimum"] + "1")  # e.g. +deb12u9 -> +deb12u91
+    assert check_python(tree, SPEC, Path("matrix.yml")) == SPEC["python_package_minimum"] + "1"
+
+
+@pytest.mark.parametrize("version", ["3.11.2-6+deb12u1", "3.11.4-1", "3.12.1-2"])
+def test_an_older_package_or_another_python_names_the_matrix_pin(tmp_path: Path, version: str) -> None:
+    tree = _tree(tmp_path, version)
+    with pytest.raises(
+        BaseImageError, match=rf"^matrix.yml: container_base: .*{re.escape(version)}.*python_package_minimum"
+    ):
         check_python(tree, SPEC, Path("matrix.yml"))

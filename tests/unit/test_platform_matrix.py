@@ -86,11 +86,11 @@ def mutate(path: str, value: object) -> dict[str, Any]:
         ("container_toolkit.version", "1.16.0", "container_toolkit.version", "below min_version"),
         ("kubernetes.version", "1.29.0", "kubernetes.version", "not in supported_minors"),
         ("container_base.packages", ["python3-venv"], "container_base.packages", "does not contain"),
-        ("container_base.python_package_version", "3.11.2", "container_base.python_package_version", "match"),
+        ("container_base.python_package_minimum", "3.11.2", "container_base.python_package_minimum", "match"),
         (
             "container_base.python_version",
             "3.11.9",
-            "container_base.python_package_version",
+            "container_base.python_package_minimum",
             "does not package Python 3.11.9",
         ),
     ],
