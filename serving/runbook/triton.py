@@ -98,22 +98,26 @@ class Triton:
     def loaded(self, name: str) -> bool:
         return any(entry.get("state") == "READY" for entry in self.versions(name))
 
+    def settled(self, name: str, states: tuple[str, ...] = ("READY", "UNAVAILABLE")) -> bool:
+        """No version of the model is still LOADING or UNLOADING (Triton unloads in the background)."""
+        return all(entry.get("state") in states for entry in self.versions(name))
+
     def load(self, name: str, version: str | None) -> None:
         self._checked(self.action(name, "load"))
         self.wait(lambda: self.ready(name), f"readiness of model {name} after load ({self.describe(name)})")
-        if version:
-            self.wait(
-                lambda: self.ready(name, version),
-                f"readiness of version {version} of model {name} after load: the model's version_policy in "
-                f"config.pbtxt chooses the versions Triton loads ({self.describe(name)})",
+        self.wait(lambda: self.settled(name), f"versions of model {name} settled after load ({self.describe(name)})")
+        if version and not self.ready(name, version):
+            raise RefusedError(
+                f"version {version} of model {name} is not ready after load: the model's version_policy in "
+                f"config.pbtxt chooses the versions Triton loads ({self.describe(name)})"
             )
 
     def unload(self, name: str) -> None:
         self._checked(self.action(name, "unload"))
-        # Triton unloads in the background: the request returns before the model is gone.
+        # Triton unloads in the background: the request returns before the versions are UNAVAILABLE.
         self.wait(
-            lambda: not self.ready(name) and not self.loaded(name),
-            f"model {name} not ready after unload ({self.describe(name)})",
+            lambda: not self.ready(name) and self.settled(name, ("UNAVAILABLE",)),
+            f"model {name} unloaded ({self.describe(name)})",
         )
 
     def reload(self, name: str, version: str | None) -> None:
