@@ -1,13 +1,14 @@
 # Triton model repository (model_repository/) and its validator (model_repo_check/).
 #   make validate-models            every check, GPUs assumed available
-#   make validate-models ENV=prod   plus the KIND_GPU rule of pulumi/Pulumi.prod.yaml
+#   make validate-models ENV=prod   prod's GPUs (KIND_GPU rule) and Triton release (its config schema)
 #   make validate-models VALIDATE_FLAGS='--strict --format json'
 #   make validate-models-triton     the real tritonserver 2.51 (release 24.10, .venv-triton) loads
 #                                   each model on this machine and gives its own verdict
 #   make test-models-triton         pytest -m serving_lab tests/model_repository (both engines)
+#   make model-schemas              re-vendor each matrix release's model_config_pb2.py (needs PyPI)
 # The Makefile's own `ENV ?= prod` default does not count: only an ENV given on the command
 # line or in the environment selects a target environment here.
-.PHONY: validate-models validate-models-triton test-models-triton example-models bench-validate
+.PHONY: validate-models validate-models-triton test-models-triton example-models model-schemas bench-validate
 
 # The triton engine compiles its stand-in backend (model_repo_check/stand_in_backend/stand_in.c).
 APT_PACKAGES += gcc libc6-dev
@@ -28,6 +29,11 @@ test-models-triton: deps venv .venv-triton/.stamp
 # Rebuild the committed example .onnx files (deterministic: no diff unless the builder changed).
 example-models: venv
 	$(BIN)/python scripts/build_example_models model_repository
+
+# Re-vendor model_repo_check/schemas/<release>/model_config_pb2.py from the tritonclient wheel of each
+# release in platform_matrix/matrix.yml (needs PyPI; see model_repo_check/schemas/README.md).
+model-schemas: venv
+	$(BIN)/python -m model_repo_check.vendor_schemas
 
 BENCHES += validate
 bench-validate: venv

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from lab_fleet.processes import ServerError, sigterm_interrupts
 from lab_fleet.triton import TritonNotInstalledError
+from model_repo_check.release_schema import ReleaseSchemaError, load_schema, matrix_releases, newest_release
 from model_repo_check.repository import validate_repository
-from model_repo_check.target_env import TargetEnvError, gpus_for_env
+from model_repo_check.target_env import TargetEnvError, gpus_for_env, release_for_env
 from model_repo_check.triton_engine import StandInBuildError, Status, TritonReport, check_with_triton
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,8 +36,18 @@ def _parser() -> argparse.ArgumentParser:
         "each model on this machine and gives its own verdict",
     )
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--env", help="target environment: GPUs per Triton pod from pulumi/Pulumi.<ENV>.yaml")
+    target.add_argument(
+        "--env",
+        help="target environment: GPUs per Triton pod and the Triton release it runs, from pulumi/Pulumi.<ENV>.yaml "
+        "and its fleet inventory",
+    )
     target.add_argument("--gpus", type=int, help="GPUs per Triton pod in the target (overrides --env)")
+    parser.add_argument(
+        "--triton-release",
+        choices=list(matrix_releases()),
+        help="parse configs with this release's model_config.proto (default: the --env's release, else the newest "
+        "release in platform_matrix/matrix.yml)",
+    )
     parser.add_argument("--pulumi-dir", type=Path, default=ROOT / "pulumi", help="where the Pulumi stack files are")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument(
@@ -51,22 +62,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.gpus is not None and args.gpus < 0:
         parser.error("--gpus must be 0 or more")
     if args.engine == "triton":
-        if args.env is not None or args.gpus is not None:
-            parser.error("--env and --gpus set the target of the rules engine; --engine triton uses this machine")
+        if args.env is not None or args.gpus is not None or args.triton_release is not None:
+            parser.error(
+                "--env, --gpus and --triton-release set the target of the rules engine; "
+                "--engine triton uses this machine and the server of .venv-triton"
+            )
         return _triton(args)
-    gpus = args.gpus
-    if args.env is not None:
-        try:
+    gpus, release = args.gpus, args.triton_release
+    try:
+        if args.env is not None:
             gpus = gpus_for_env(args.pulumi_dir, args.env)
-        except TargetEnvError as err:
-            print(f"validate_model_repo: error: {err}", file=sys.stderr)
-            return EXIT_USAGE
-    report = validate_repository(args.repository, gpus)
+            release = release or release_for_env(args.pulumi_dir, args.env)
+        schema = load_schema(release or newest_release())
+    except (TargetEnvError, ReleaseSchemaError) as err:
+        print(f"validate_model_repo: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    report = validate_repository(args.repository, gpus, schema.release)
     failed = report.failed(args.strict)
     if args.format == "json":
         document = {
             "repository": str(report.repository),
             "target_gpus": gpus,
+            "triton_release": schema.release,
+            "tritonclient": schema.server_version,
             "strict": args.strict,
             "models": report.models,
             "errors": len(report.errors),
@@ -82,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "FAILED" if failed else "ok"
         print(
             f"{report.repository}: {len(report.models)} model(s), {len(report.errors)} error(s), "
-            f"{len(report.warnings)} warning(s), target GPUs per pod: {target}: {verdict}"
+            f"{len(report.warnings)} warning(s), schema of {schema.label}, target GPUs per pod: {target}: {verdict}"
         )
     return EXIT_FAILED if failed else EXIT_OK
 

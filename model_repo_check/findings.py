@@ -50,6 +50,7 @@ class Report:
     """Everything found in one repository, in the order it was found."""
 
     repository: Path
+    release: str | None = None
     models: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 

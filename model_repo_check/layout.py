@@ -13,6 +13,7 @@ from tritonclient.grpc import model_config_pb2
 
 from model_repo_check.findings import Location, Report
 from model_repo_check.pbtxt import ConfigParseError, FieldLocations, parse_config
+from model_repo_check.release_schema import ReleaseSchema
 
 CONFIG_FILE = "config.pbtxt"
 # Folders Triton itself reads inside a model folder besides the versions.
@@ -59,14 +60,14 @@ def model_folders(repository: Path) -> list[Path]:
     return sorted(p for p in repository.iterdir() if p.is_dir())
 
 
-def load_model_dir(path: Path, report: Report) -> ModelDir | None:
-    """Parse the config and check the layout; None when the config is missing or does not parse."""
+def load_model_dir(path: Path, report: Report, schema: ReleaseSchema) -> ModelDir | None:
+    """Parse the config with `schema` and check the layout; None when the config is missing or does not parse."""
     config_path = path / CONFIG_FILE
     if not config_path.is_file():
         report.error("missing-config", f"model folder '{path.name}' has no {CONFIG_FILE}", Location(path))
         return None
     try:
-        config, where = parse_config(config_path)
+        config, where = parse_config(config_path, schema)
     except ConfigParseError as err:
         report.error("parse", err.message, err.location)
         return None

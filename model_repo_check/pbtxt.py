@@ -1,8 +1,11 @@
-"""config.pbtxt: parse it with Triton's own schema, and find where each field was written.
+"""config.pbtxt: parse it with the schema of its Triton release, and find where each field was written.
 
-Parsing goes through `tritonclient.grpc.model_config_pb2.ModelConfig` and protobuf's
-`text_format`, the same schema Triton loads. A parse error keeps protobuf's line and column;
-the message gets a hint for the mistakes people make most.
+Parsing goes through protobuf's `text_format` and the `inference.ModelConfig` of that release's
+model_config.proto (model_repo_check/release_schema.py), the schema that release loads. A field
+or enum value the release does not know is a parse error naming the release (and the release
+that brought it, where a newer one in the platform matrix has it). A parse error keeps
+protobuf's line and column; the message gets a hint for the mistakes people make most. The
+parsed config is handed to the rules as the installed tritonclient's `ModelConfig`.
 
 `FieldLocations` indexes the (already parsed) text so later checks can point at the line
 of the field they complain about: `locations.find("input", 0, "dims")`.
@@ -15,10 +18,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from google.protobuf import descriptor, text_format
+from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from model_repo_check.findings import Location
+from model_repo_check.release_schema import ReleaseSchema, first_release_with, load_schema, newest_release
 
 ModelConfig = model_config_pb2.ModelConfig
 DATA_TYPES = tuple(v.name for v in model_config_pb2.DataType.DESCRIPTOR.values)
@@ -36,19 +40,22 @@ class ConfigParseError(Exception):
         super().__init__(f"{location}: {message}")
 
 
-def parse_config(path: Path) -> tuple[model_config_pb2.ModelConfig, FieldLocations]:
+def parse_config(
+    path: Path, schema: ReleaseSchema | None = None
+) -> tuple[model_config_pb2.ModelConfig, FieldLocations]:
+    """Parse with `schema` (default: the newest release of the platform matrix)."""
+    schema = schema or load_schema(newest_release())
     text = path.read_text(encoding="utf-8")
-    config = ModelConfig()
     try:
-        text_format.Parse(text, config)
+        parsed = text_format.Parse(text, schema.model_config())
     except text_format.ParseError as err:
         line, column = err.GetLine(), err.GetColumn()
         source_line = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
-        raise ConfigParseError(Location(path, line, column), _explain(str(err), source_line, column)) from None
-    return config, FieldLocations.index(path, text)
+        raise ConfigParseError(Location(path, line, column), _explain(str(err), source_line, column, schema)) from None
+    return ModelConfig.FromString(parsed.SerializeToString()), FieldLocations.index(path, text)
 
 
-def _explain(raw: str, source_line: str, column: int) -> str:
+def _explain(raw: str, source_line: str, column: int, schema: ReleaseSchema) -> str:
     """protobuf's message without its position prefix, plus a hint where we recognise the mistake."""
     message = _ERROR_PREFIX.sub("", raw, count=1)
     before = source_line[: max(column - 1, 0)].rstrip()
@@ -63,36 +70,44 @@ def _explain(raw: str, source_line: str, column: int) -> str:
     if message == 'Expected ":".':
         return f"{message} A scalar field is written `name: value`, a list of scalars `name: [ ... ]`."
     if match := _UNKNOWN_FIELD.search(message):
-        names = _field_names(match.group(1))
-        close = difflib.get_close_matches(match.group(2), names, n=1)
-        hint = f" Did you mean `{close[0]}`?" if close else ""
-        return f"{message} The Triton schema has no such field.{hint}"
-    if (match := _UNKNOWN_ENUM.search(message)) and match.group(2).upper() in DATA_TYPES + _enum_names(match.group(1)):
-        return f"{message} Enum values are case sensitive: write {match.group(2).upper()}."
+        return _unknown_field(message, match.group(1), match.group(2), schema)
+    if match := _UNKNOWN_ENUM.search(message):
+        values = _enum_names(schema, match.group(1))
+        if match.group(2).upper() in DATA_TYPES + values:
+            return f"{message} Enum values are case sensitive: write {match.group(2).upper()}."
+        return f"{message} {schema.label} has no such value."
     return message
 
 
-def _message_descriptor(full_name: str) -> descriptor.Descriptor | None:
-    short = full_name.removeprefix("inference.")
-    current: descriptor.Descriptor | None = None
-    for part in short.split("."):
-        scope = model_config_pb2.DESCRIPTOR.message_types_by_name if current is None else current.nested_types_by_name
-        current = scope.get(part)
-        if current is None:
-            return None
-    return current
+def _unknown_field(message: str, message_name: str, field_name: str, schema: ReleaseSchema) -> str:
+    short = message_name.removeprefix("inference.")
+    newer = first_release_with(message_name, field_name, schema.release)
+    if newer is not None:
+        return (
+            f"{field_name} is not a field of {short} in {schema.label}; it arrived later, in {newer.label}: "
+            f"deploy that release to this environment first, or leave the field out"
+        )
+    if field_name in _installed_field_names(message_name):
+        return (
+            f"{field_name} is not a field of {short} in {schema.label}; it arrived later, in a release "
+            f"newer than any in platform_matrix/matrix.yml (the installed tritonclient knows it)"
+        )
+    found = schema.message_descriptor(message_name)
+    close = difflib.get_close_matches(field_name, list(found.fields_by_name) if found else [], n=1)
+    hint = f" Did you mean `{close[0]}`?" if close else ""
+    return f"{message} The schema of {schema.label} has no such field.{hint}"
 
 
-def _field_names(message_full_name: str) -> list[str]:
-    found = _message_descriptor(message_full_name)
-    return [f.name for f in found.fields] if found else []
+def _installed_field_names(message_name: str) -> set[str]:
+    try:
+        found = model_config_pb2.DESCRIPTOR.pool.FindMessageTypeByName(message_name)
+    except KeyError:
+        return set()
+    return set(found.fields_by_name)
 
 
-def _enum_names(enum_full_name: str) -> tuple[str, ...]:
-    parent, _, enum = enum_full_name.removeprefix("inference.").rpartition(".")
-    scope = _message_descriptor(parent) if parent else None
-    enums = scope.enum_types_by_name if scope else model_config_pb2.DESCRIPTOR.enum_types_by_name
-    found = enums.get(enum)
+def _enum_names(schema: ReleaseSchema, enum_full_name: str) -> tuple[str, ...]:
+    found = schema.enum_descriptor(enum_full_name)
     return tuple(v.name for v in found.values) if found else ()
 
 

@@ -10,11 +10,15 @@ from model_repo_check.ensemble_rules import check_ensemble_members
 from model_repo_check.findings import Location, Report
 from model_repo_check.layout import ModelDir, load_model_dir, model_folders
 from model_repo_check.onnx_model import check_onnx_version, onnx_path
+from model_repo_check.release_schema import load_schema, newest_release
 
 
-def validate_repository(repository: Path, gpus: int | None = None) -> Report:
-    """Every check on every model. `gpus`: GPUs per Triton pod in the target, None when unknown."""
-    report = Report(repository)
+def validate_repository(repository: Path, gpus: int | None = None, release: str | None = None) -> Report:
+    """Every check on every model. `gpus`: GPUs per Triton pod in the target, None when unknown;
+    `release`: the Triton release whose model_config.proto the configs must parse with (default:
+    the newest in the platform matrix)."""
+    schema = load_schema(release or newest_release())
+    report = Report(repository, schema.release)
     if not repository.is_dir():
         report.error("no-repository", "model repository folder not found", Location(repository))
         return report
@@ -23,7 +27,7 @@ def validate_repository(repository: Path, gpus: int | None = None) -> Report:
     for folder in model_folders(repository):
         report.models.append(folder.name)
         errors_before = len(report.errors)
-        model = load_model_dir(folder, report)
+        model = load_model_dir(folder, report, schema)
         if model is None:
             failed.add(folder.name)
             continue

@@ -2,7 +2,8 @@
 
 All cases go into one repository, with the ensemble members, and through one tritonserver
 (`check_with_triton`, explicit model control: one load per case) and one run of the rules
-engine (`validate_repository`, target: this machine's 0 GPUs). A case fails under the rules
+engine (`validate_repository`, target: this machine's 0 GPUs and the server's release, so both
+parse with the same model_config.proto). A case fails under the rules
 engine when it has an error there; under Triton when its load fails. Excluded cases are
 written and loaded like the others (the repository is the same for every seed), but not compared.
 """
@@ -16,9 +17,13 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
+import platform_matrix
 from model_repo_check import validate_repository
 from model_repo_check.triton_engine import Status, Verdict, check_with_triton
 from tests.model_repository.config_mutations import Case, write_members
+
+# The release of .venv-triton's tritonserver (24.10).
+LAB_RELEASE: str = platform_matrix.load().serving_lab["triton"]["release"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ def judge(cases: list[Case], repository: Path) -> Run:
     for case in cases:
         case.write(repository)
     started = time.monotonic()
-    report = validate_repository(repository, gpus=0)
+    report = validate_repository(repository, gpus=0, release=LAB_RELEASE)
     rules_seconds = time.monotonic() - started
     errors: dict[str, list[str]] = defaultdict(list)
     for finding in report.errors:

@@ -36,7 +36,9 @@ def test_script_reports_parse_error_as_path_line_col(repo):
     first = run.stdout.splitlines()[0]
     assert first.startswith(f"{path}:10:16: error: Enum type")
     assert first.endswith("[parse]")
-    assert run.stdout.splitlines()[-1].endswith("1 error(s), 0 warning(s), target GPUs per pod: any: FAILED")
+    assert run.stdout.splitlines()[-1].endswith(
+        "1 error(s), 0 warning(s), schema of Triton 25.04 (tritonclient 2.57.0), target GPUs per pod: any: FAILED"
+    )
 
 
 def test_script_on_the_examples_exits_zero():
@@ -72,14 +74,18 @@ def test_warnings_fail_only_with_strict(repo, capsys):
 
 def test_env_without_gpus_rejects_kind_gpu(repo, tmp_path, capsys):
     use_gpu(repo)
-    pulumi_dir = stack(tmp_path, "lab", "config:\n  gpu-serving:triton:\n    gpus: 0\n")
+    pulumi_dir = stack(tmp_path, "lab", 'config:\n  gpu-serving:triton:\n    gpus: 0\n    release: "23.09"\n')
     assert main([str(repo), "--env", "lab", "--pulumi-dir", str(pulumi_dir)]) == 1
     assert "KIND_GPU but the target environment schedules no GPUs" in capsys.readouterr().out
 
 
 def test_env_with_gpus_accepts_kind_gpu(repo, tmp_path):
     use_gpu(repo)
-    pulumi_dir = stack(tmp_path, "prod", "config:\n  gpu-serving:region: eu\n  gpu-serving:triton:\n    gpus: 2\n")
+    pulumi_dir = stack(
+        tmp_path,
+        "prod",
+        'config:\n  gpu-serving:region: eu\n  gpu-serving:triton:\n    gpus: 2\n    release: "24.05"\n',
+    )
     assert gpus_for_env(pulumi_dir, "prod") == 2
     assert main([str(repo), "--env", "prod", "--pulumi-dir", str(pulumi_dir)]) == 0
 

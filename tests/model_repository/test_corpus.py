@@ -137,7 +137,8 @@ BROKEN = [
         "unknown-top-level-field",
         edit(TC, "max_batch_size: 16", "max_batch: 16"),
         "parse",
-        'has no field named "max_batch". The Triton schema has no such field. Did you mean `max_batch_size`?',
+        'has no field named "max_batch". The schema of Triton 25.04 (tritonclient 2.57.0) has no such field. '
+        "Did you mean `max_batch_size`?",
         TC_CONFIG,
         "^max_batch: 16",
     ),

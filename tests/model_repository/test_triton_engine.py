@@ -14,6 +14,7 @@ import pytest
 
 from model_repo_check import validate_repository
 from model_repo_check.triton_engine import Status, TritonReport, Verdict, check_with_triton
+from tests.model_repository.differential import LAB_RELEASE
 from tests.model_repository.quickstart_models import BUILDERS, build
 from tests.model_repository.test_corpus import BROKEN, Case
 from tests.model_repository.triton_batch import judge_cases
@@ -49,7 +50,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[TritonReport, dict
     pristine = work / "pristine"
     shutil.copytree(EXAMPLES, pristine, ignore=shutil.ignore_patterns("README.md"))
     report, verdicts = judge_cases([(case.id, case.mutate) for case in BROKEN], pristine, work)
-    rules = {case.id: validate_repository(work / "cases" / case.id, case.gpus).failed(strict=False) for case in BROKEN}
+    rules = {
+        case.id: validate_repository(work / "cases" / case.id, case.gpus, LAB_RELEASE).failed(strict=False)
+        for case in BROKEN
+    }
     return report, verdicts, rules
 
 
