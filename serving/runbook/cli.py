@@ -115,7 +115,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             kube = _kube(args)
             if args.dry_run:
-                _dry_run([ApiRequest("GET", kube.host + kube.rollout_path(args.rollout))])
+                rollout_get = ApiRequest("GET", kube.host + kube.rollout_path(args.rollout))
+                _dry_run([rollout_get, ApiRequest("GET", kube.host + kube.hpa_path())])
             else:
                 ro = kube.get_rollout(args.rollout)
                 print("\n".join(rollout.summary(ro)))

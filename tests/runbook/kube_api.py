@@ -146,14 +146,16 @@ class KubeApi:
         rollouts = f"/apis/argoproj.io/v1alpha1{ns}/rollouts/"
         hpas = f"/apis/autoscaling/v2{ns}/horizontalpodautoscalers"
         if (method, path) in self.forbidden:
-            name = path.removeprefix(rollouts).split("/", 1)[0]
-            verb = {"GET": "get", "PATCH": "patch"}[method]
-            sub = "rollouts/status" if path.endswith("/status") else "rollouts"
+            # /apis/<group>/<version>/namespaces/<ns>/<resource>[/<name>[/<subresource>]]
+            group, _, _, _, resource, *rest = path.removeprefix("/apis/").split("/")
+            name, sub = [*rest, "", ""][:2]
+            verb = {"GET": "get" if name else "list", "PATCH": "patch"}[method]
+            target = f'{resource}.{group} "{name}"' if name else resource + "." + group
             message = (
-                f'rollouts.argoproj.io "{name}" is forbidden: User "system:serviceaccount:triton:runbook" '
-                f'cannot {verb} resource "{sub}" in API group "argoproj.io" in the namespace "{self.namespace}"'
+                f'{target} is forbidden: User "system:serviceaccount:triton:runbook" cannot {verb} resource '
+                f'"{resource}{"/" + sub if sub else ""}" in API group "{group}" in the namespace "{self.namespace}"'
             )
-            return 403, status_object(403, "Forbidden", message, "rollouts", name, "argoproj.io")
+            return 403, status_object(403, "Forbidden", message, resource, name, group)
         if path.startswith(rollouts):
             name, _, sub = path.removeprefix(rollouts).partition("/")
             missing = (

@@ -241,6 +241,15 @@ def test_forbidden_is_refused_with_the_servers_message(kube_api, runbook):
     assert len(kube_api.writes()) == 1  # a 403 is not the plugin's 404 fallback
 
 
+def test_scale_refuses_when_it_cannot_see_the_hpas(kube_api, runbook):
+    load(kube_api, "rollout-healthy.json", hpa=True)
+    kube_api.forbidden.add(("GET", "/apis/autoscaling/v2/namespaces/triton/horizontalpodautoscalers"))
+    code, _, err = runbook("scale", "--replicas", "3")
+    assert code == 1 and "GET HorizontalPodAutoscalers in namespace triton: the API server answered 403" in err
+    assert 'cannot list resource "horizontalpodautoscalers" in API group "autoscaling"' in err
+    assert kube_api.writes() == []  # no guess at spec.replicas
+
+
 def test_unreachable_api_server_exits_2(tmp_path, capsys):
     kubeconfig = tmp_path / "kubeconfig"
     server = f"http://127.0.0.1:{free_port()}"
