@@ -95,15 +95,22 @@ class WebhookReceiver:
         self._server.shutdown()
         self._server.server_close()
 
-    def receivers_of(self, prefix: str, **labels: str) -> set[str]:
-        """The receivers (last path part) under `prefix` that got a firing alert with these labels."""
+    def alerts(self, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+        """(receiver, alert) of every alert delivered under `prefix` (the receiver: last path part)."""
         with self._lock:
             deliveries = list(self.deliveries)
-        return {
-            path.rsplit("/", 1)[1]
+        return [
+            (path.rsplit("/", 1)[1], alert)
             for path, payload in deliveries
             if path.startswith(prefix + "/")
             for alert in payload["alerts"]
+        ]
+
+    def receivers_of(self, prefix: str, **labels: str) -> set[str]:
+        """The receivers under `prefix` that got a firing alert with these labels."""
+        return {
+            receiver
+            for receiver, alert in self.alerts(prefix)
             if alert["status"] == "firing" and labels.items() <= alert["labels"].items()
         }
 

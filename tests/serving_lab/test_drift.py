@@ -1,17 +1,24 @@
 """The drift agent on the serving lab: requests go through the real gateway to the real
 tritonserver, the agent drains the gateway's drift samples and compares them with the
 reference windows of model_repository/, the lab's Prometheus scrapes it (job drift-agent) and
-evaluates the project's rule file, and Alertmanager runs the project's routes.
+evaluates the project's rules, and Alertmanager runs the project's config (monitoring/
+alertmanager.yml; its webhook URLs point at a receiver in this process, routes, grouping and
+`group_wait` unchanged, as in test_alerting.py).
 
 - An unshifted replay (the reference window's own requests, rebuilt from its seed) leaves the
   share of drifted features below the alert's threshold, the alert inactive in Prometheus and
-  nothing at Alertmanager.
-- A shifted input distribution takes the share over the threshold and puts ModelInputDrift in
-  Prometheus' `pending` state for each model. The rule's `for` (15m, serving/drift/README.md)
-  is not waited out here: promtool's cases (monitoring/tests/drift_alerts.yml) prove pending
-  turns firing after it, and test_alerting.py that Alertmanager delivers the alert to the
-  receiver its severity names.
-The agent evaluates every 2 s here (its --interval; 30 s by default); rule and `for` unchanged.
+  nothing at Alertmanager, and it is never delivered.
+- A shifted input distribution takes the share over the threshold, ModelInputDrift pending and
+  then firing in Prometheus for each model, and Alertmanager delivers it to the receiver its
+  severity names (ticket), with the model's label.
+
+The lab's Prometheus loads monitoring/generated/rules.yml with one line changed: the `for` of
+ModelInputDrift, 15m there, is LAB_FOR here, so that the alert fires within the test
+(`_lab_rules` edits that line as text, `_check_lab_rules` asserts that nothing else differs:
+expression, labels, annotations, every other rule byte for byte). The real `for` is proven by
+promtool (monitoring/tests/drift_alerts.yml: pending turns firing after exactly 15 minutes);
+this lab proves the real expression, labels and routing end to end.
+The agent evaluates every 2 s here (its --interval; 30 s by default).
 """
 
 from __future__ import annotations
@@ -25,21 +32,30 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
+import yaml
 
 from lab_fleet.drift import DriftAgentProcess
 from lab_fleet.gateway import GatewayProcess
 from lab_fleet.processes import free_port, http_ok, wait_for
-from lab_fleet.serving import DEFAULT_RULES, DRIFT_JOB, SCRAPE_INTERVAL_S, ServingLab
+from lab_fleet.serving import (
+    DEFAULT_ALERTMANAGER_CONFIG,
+    DEFAULT_RULES,
+    DRIFT_JOB,
+    SCRAPE_INTERVAL_S,
+    ServingLab,
+)
 from lab_fleet.triton import REPO
 from serving.drift.build_reference import unshifted_inputs
 from serving.drift.reference import REFERENCE_FILE
 from serving.drift.settings import DRIFT_SHARE, WINDOW
-from tests.serving_lab.alerting import active_alerts, alerting_rules, seconds
+from tests.serving_lab.alerting import WebhookReceiver, active_alerts, alerting_rules, redirect_webhooks, seconds
 
 pytestmark = pytest.mark.serving_lab
 
@@ -48,31 +64,91 @@ ALERT = "ModelInputDrift"
 AGENT_INTERVAL_S = 2
 # One agent round (two Evidently runs on this 2-core machine), a scrape, a rule evaluation.
 SETTLE_S = 60
+# The `for` of ALERT in the lab's rule file (see the module's docstring).
+LAB_FOR = "20s"
+# The project's Alertmanager waits this long before a new group's first notification.
+GROUP_WAIT_S = seconds(yaml.safe_load(DEFAULT_ALERTMANAGER_CONFIG.read_text())["route"].get("group_wait", "30s"))
+WEBHOOK_PREFIX = "/drift"
 
 
 @dataclass
 class DriftLab:
     lab: ServingLab
+    rules: Path  # the lab's rule file: the project's, ALERT's `for` set to LAB_FOR
+    webhook: WebhookReceiver  # the receivers of the lab's Alertmanager post here, under WEBHOOK_PREFIX
     gateway: GatewayProcess
     agent: DriftAgentProcess
+
+
+@dataclass
+class Feed:
+    began: float  # time.time() when the first request was sent
+    evaluated: float  # time.time() when Prometheus had an evaluation of every window with all of them
+
+
+def _lab_rules(project: str) -> str:
+    """The project's rule file with the `for` line of ALERT set to LAB_FOR, edited as text so that
+    every other byte stays as generated."""
+    lines = project.splitlines(keepends=True)
+    starts = [index for index, line in enumerate(lines) if line.strip() == f"- alert: {ALERT}"]
+    if len(starts) != 1:
+        raise AssertionError(f"{DEFAULT_RULES}: {len(starts)} rules named {ALERT}, expected one")
+    start = starts[0]
+    keys = " " * (len(lines[start]) - len(lines[start].lstrip()) + 2)  # the indentation of the rule's keys
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(keys)), len(lines))
+    fors = [i for i in range(start + 1, end) if lines[i].startswith(f"{keys}for: ")]
+    if len(fors) != 1:
+        raise AssertionError(f"{DEFAULT_RULES}: {ALERT} has {len(fors)} `for` lines, expected one")
+    lines[fors[0]] = f"{keys}for: {LAB_FOR}\n"
+    return "".join(lines)
+
+
+def _check_lab_rules(project: str, lab: str) -> None:
+    """The lab's rule file differs from the project's in one line, and that line is the `for` of
+    ALERT, shortened: expression, labels, annotations and every other rule are the project's."""
+    project_lines, lab_lines = project.splitlines(), lab.splitlines()
+    assert len(lab_lines) == len(project_lines)
+    changed = [(old, new) for old, new in zip(project_lines, lab_lines, strict=True) if old != new]
+    assert len(changed) == 1, changed
+    project_data, lab_data = yaml.safe_load(project), yaml.safe_load(lab)
+    [rule] = [rule for group in lab_data["groups"] for rule in group["rules"] if rule.get("alert") == ALERT]
+    [real] = [rule for group in project_data["groups"] for rule in group["rules"] if rule.get("alert") == ALERT]
+    assert rule["for"] == LAB_FOR and seconds(LAB_FOR) < seconds(real["for"])
+    rule["for"] = real["for"]
+    assert lab_data == project_data
 
 
 @pytest.fixture(scope="module")
 def drift_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DriftLab]:
     tmp = tmp_path_factory.mktemp("drift")
+    rules = tmp / "rules.yml"
+    project = DEFAULT_RULES.read_text()
+    rules.write_text(_lab_rules(project))
+    _check_lab_rules(project, rules.read_text())
     port = free_port()
-    lab = ServingLab(tmp / "lab", drift_target=f"127.0.0.1:{port}")
-    try:
-        lab.up()
-        with (
-            GatewayProcess(lab.triton.grpc_url, tmp / "gateway") as gateway,
-            DriftAgentProcess(gateway.url, tmp / "agent", ["--interval", str(AGENT_INTERVAL_S)], port=port) as agent,
-        ):
-            wait_for(lambda: http_ok(f"{agent.url}/readyz"), 60, "the drift agent's /readyz (it reached the gateway)")
-            wait_for(lambda: _query(lab, f'up{{job="{DRIFT_JOB}"}} == 1') != [], 30, "Prometheus scraping the agent")
-            yield DriftLab(lab, gateway, agent)
-    finally:
-        lab.down()
+    with WebhookReceiver() as webhook:
+        alertmanager_config = tmp / "alertmanager-webhooks.yml"
+        redirect_webhooks(DEFAULT_ALERTMANAGER_CONFIG, alertmanager_config, webhook.url + WEBHOOK_PREFIX)
+        lab = ServingLab(
+            tmp / "lab", rules=rules, alertmanager_config=alertmanager_config, drift_target=f"127.0.0.1:{port}"
+        )
+        try:
+            lab.up()
+            with (
+                GatewayProcess(lab.triton.grpc_url, tmp / "gateway") as gateway,
+                DriftAgentProcess(
+                    gateway.url, tmp / "agent", ["--interval", str(AGENT_INTERVAL_S)], port=port
+                ) as agent,
+            ):
+                wait_for(
+                    lambda: http_ok(f"{agent.url}/readyz"), 60, "the drift agent's /readyz (it reached the gateway)"
+                )
+                wait_for(
+                    lambda: _query(lab, f'up{{job="{DRIFT_JOB}"}} == 1') != [], 30, "Prometheus scraping the agent"
+                )
+                yield DriftLab(lab, rules, webhook, gateway, agent)
+        finally:
+            lab.down()
 
 
 def _get(url: str) -> Any:
@@ -88,8 +164,14 @@ def _by_model(lab: ServingLab, expr: str) -> dict[str, float]:
     return {item["metric"]["model"]: float(item["value"][1]) for item in _query(lab, expr)}
 
 
+def _first_sample(lab: ServingLab, selector: str, since: float) -> dict[str, float]:
+    """model -> the timestamp of the first sample of `selector` since `since` (time.time())."""
+    span = f"{int(time.time() - since) + 1}s"
+    return {item["metric"]["model"]: float(item["values"][0][0]) for item in _query(lab, f"{selector}[{span}]")}
+
+
 def _alert_states(lab: ServingLab) -> dict[str, str]:
-    """model -> state (pending or firing) of ModelInputDrift in Prometheus' rules API."""
+    """model -> state (pending or firing) of ALERT in Prometheus' rules API."""
     groups = _get(f"{lab.prometheus_url}/api/v1/rules?type=alert")["data"]["groups"]
     rules = [rule for group in groups for rule in group["rules"] if rule["name"] == ALERT]
     assert len(rules) == 1, f"the lab's Prometheus has {len(rules)} rules named {ALERT}"
@@ -134,9 +216,9 @@ def _shifted(model: str) -> list[dict[str, np.ndarray]]:
     return [{"image": rng.integers(0, 200, (224, 224, 3), dtype=np.uint8)} for _ in range(WINDOW)]
 
 
-def _feed(drift_lab: DriftLab, requests: dict[str, list[dict[str, np.ndarray]]]) -> float:
+def _feed(drift_lab: DriftLab, requests: dict[str, list[dict[str, np.ndarray]]]) -> Feed:
     """Send every model's requests; wait until Prometheus has an evaluation of each model's window
-    that includes all of them. Returns the time.time() at which the feed began."""
+    that includes all of them."""
     lab = drift_lab.lab
     began = time.time()
     before = _by_model(lab, "model_drift_samples_total")
@@ -149,7 +231,13 @@ def _feed(drift_lab: DriftLab, requests: dict[str, list[dict[str, np.ndarray]]])
 
     wait_for(evaluated, SETTLE_S, "an evaluation of each model's window with all the requests, in Prometheus")
     time.sleep(2 * SCRAPE_INTERVAL_S)  # and a rule evaluation on that scrape
-    return began
+    return Feed(began, time.time())
+
+
+@pytest.fixture(scope="module")
+def replay(drift_lab: DriftLab) -> Feed:
+    """The unshifted replay, fed once before anything else is fed to the lab."""
+    return _feed(drift_lab, {model: _reference_replay(model) for model in MODELS})
 
 
 def test_the_alert_rule_is_the_drift_share_threshold() -> None:
@@ -159,34 +247,78 @@ def test_the_alert_rule_is_the_drift_share_threshold() -> None:
     assert seconds(rules[0]["for"]) >= 5 * 60, "the test's reasoning assumes a `for` it cannot wait out"
 
 
-def test_an_unshifted_replay_of_the_reference_crosses_nothing(drift_lab: DriftLab) -> None:
+def test_the_labs_rule_file_is_the_projects_but_for_the_drift_alerts_for() -> None:
+    """Only the `for` of ALERT is shortened in the lab: the lab's proof is about the real
+    expression, labels, annotations and routes, promtool's about the real `for`."""
+    project = DEFAULT_RULES.read_text()
+    _check_lab_rules(project, _lab_rules(project))
+
+
+def test_an_unshifted_replay_of_the_reference_crosses_nothing(drift_lab: DriftLab, replay: Feed) -> None:
     lab = drift_lab.lab
-    began = _feed(drift_lab, {model: _reference_replay(model) for model in MODELS})
     share = _by_model(lab, "model_drift_drifted_features_share")
     rows = _by_model(lab, "model_drift_evaluated_rows")
     print(f"unshifted replay: drifted share {share}, evaluated rows {rows}")
     assert set(share) == set(MODELS)
     assert all(rows[model] == WINDOW for model in MODELS)
     # Never at the threshold since the replay began, never pending, nothing at Alertmanager.
-    span = f"{int(time.time() - began) + 1}s"
+    span = f"{int(time.time() - replay.began) + 1}s"
     highest = _by_model(lab, f"max_over_time(model_drift_drifted_features_share[{span}])")
     assert all(highest[model] < DRIFT_SHARE for model in MODELS), highest
     assert _query(lab, f'count_over_time(ALERTS{{alertname="{ALERT}"}}[{span}])') == []
     assert _alert_states(lab) == {}
     assert active_alerts(lab.alertmanager_url, alertname=ALERT) == []
+    # That it is never delivered either is checked after the shifted feed: by then a delivery
+    # caused by the replay would have come (test_a_shifted_distribution_...).
 
 
-def test_a_shifted_distribution_crosses_the_threshold_and_the_alert_goes_pending(drift_lab: DriftLab) -> None:
-    lab = drift_lab.lab
-    _feed(drift_lab, {model: _shifted(model) for model in MODELS})
+def test_a_shifted_distribution_fires_the_alert_and_alertmanager_delivers_it_to_the_ticket_receiver(
+    drift_lab: DriftLab, replay: Feed
+) -> None:
+    lab, webhook = drift_lab.lab, drift_lab.webhook
+    [rule] = [rule for rule in alerting_rules(drift_lab.rules) if rule["alert"] == ALERT]
+    for_s, severity = seconds(rule["for"]), rule["labels"]["severity"]
+    shift = _feed(drift_lab, {model: _shifted(model) for model in MODELS})
     share = _by_model(lab, "model_drift_drifted_features_share")
     drifted = _by_model(lab, "model_drift_dataset_drift")
     print(f"shifted: drifted share {share}, dataset drift {drifted}")
     assert all(share[model] >= DRIFT_SHARE for model in MODELS), share
     assert all(drifted[model] == 1 for model in MODELS), drifted
+
+    # Alertmanager: each model in its own group (group_by has model), after the project's group_wait.
     wait_for(
-        lambda: set(_alert_states(lab)) == set(MODELS),
-        2 * SCRAPE_INTERVAL_S + 5,
-        f"{ALERT} pending for {', '.join(MODELS)}",
+        lambda: all(webhook.receivers_of(WEBHOOK_PREFIX, alertname=ALERT, model=model) for model in MODELS),
+        for_s + GROUP_WAIT_S + 30,
+        f"{ALERT} delivered for {', '.join(MODELS)}",
     )
-    assert _alert_states(lab) == dict.fromkeys(MODELS, "pending")
+    delivered_at = time.time()
+    assert all(
+        webhook.receivers_of(WEBHOOK_PREFIX, alertname=ALERT, model=model, **rule["labels"]) == {severity}
+        for model in MODELS
+    )
+
+    # Prometheus: pending from the shifted feed on, firing after the lab's `for`.
+    pending = _first_sample(lab, f'ALERTS{{alertname="{ALERT}", alertstate="pending"}}', replay.began)
+    firing = _first_sample(lab, f'ALERTS{{alertname="{ALERT}", alertstate="firing"}}', replay.began)
+    print(
+        f"{ALERT}: pending {[round(pending[m] - shift.began, 1) for m in MODELS]} s after the shifted feed began, "
+        f"firing {[round(firing[m] - pending[m], 1) for m in MODELS]} s later, delivered (seen) "
+        f"{[round(delivered_at - firing[m], 1) for m in MODELS]} s after firing; group_wait {GROUP_WAIT_S:g} s"
+    )
+    assert set(pending) == set(firing) == set(MODELS)
+    assert all(
+        shift.began <= pending[m] and for_s <= firing[m] - pending[m] <= for_s + 2 * SCRAPE_INTERVAL_S for m in MODELS
+    )
+    assert _alert_states(lab) == dict.fromkeys(MODELS, "firing")
+
+    # Every delivery of ALERT is the firing of an alert that went pending after the shift began
+    # (its startsAt is Prometheus' first firing evaluation), to the severity's receiver: the
+    # replay caused none, and since the replay was evaluated long enough has passed for a
+    # delivery it caused to have come (its `for`, an evaluation, group_wait).
+    assert delivered_at - replay.evaluated >= for_s + 2 * SCRAPE_INTERVAL_S + GROUP_WAIT_S
+    deliveries = [(to, alert) for to, alert in webhook.alerts(WEBHOOK_PREFIX) if alert["labels"]["alertname"] == ALERT]
+    assert {alert["labels"]["model"] for _, alert in deliveries} == set(MODELS)
+    for receiver, alert in deliveries:
+        assert receiver == severity and alert["status"] == "firing", (receiver, alert)
+        started = datetime.fromisoformat(alert["startsAt"]).timestamp()
+        assert abs(started - firing[alert["labels"]["model"]]) < 0.01, (started, firing, alert)
