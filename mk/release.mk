@@ -1,0 +1,22 @@
+# Model releases (serving/release/README.md): scripts/release_model publish | digest | verify.
+#   make release-model ENV=staging   validate, publish to the env's store, record, write the stack file
+#   make release-verify              every stack file names a release recorded in model_releases/
+#   make test-release-store          publish and verify against a local S3 server (moto, .venv-s3)
+.PHONY: release-model release-verify test-release-store
+
+# The Makefile's `ENV ?= prod` default does not count: a release names its environment.
+release-model: venv
+	$(if $(filter command line environment,$(origin ENV)),,$(error make release-model needs ENV=dev|staging|prod))
+	$(BIN)/python scripts/release_model publish --env $(ENV)
+
+release-verify: venv
+	$(BIN)/python scripts/release_model verify
+
+.venv-s3/.stamp: requirements-s3.txt
+	$(PYTHON) -m venv .venv-s3
+	.venv-s3/bin/pip install -q --disable-pip-version-check -r requirements-s3.txt
+	touch $@
+
+TEST_TARGETS += test-release-store
+test-release-store: venv .venv-s3/.stamp
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m serving_lab tests/release
