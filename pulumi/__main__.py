@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_serving, beside 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # platform_matrix, at the repo root
 
 from gpu_serving import gitops, serving_layer
-from gpu_serving.components import ArgoCD, Gateway, GrafanaAdmin, Istio, Monitoring, Triton
+from gpu_serving.components import ArgoCD, ArgoRollouts, Gateway, GrafanaAdmin, Istio, Monitoring, Triton
 from gpu_serving.config import from_pulumi
 
 import pulumi
@@ -22,8 +22,11 @@ cfg, secrets = from_pulumi()
 if cfg.delivery == "pulumi":
     istio = Istio("istio", cfg)
     monitoring = Monitoring("monitoring", cfg, secrets.grafana_admin_password)
-    # Sidecar injection needs istiod, the ServiceMonitor needs the operator CRDs of the chart.
-    triton = Triton("triton", cfg, pulumi.ResourceOptions(depends_on=[istio.istiod, monitoring.stack]))
+    # The controller's ServiceMonitor needs the operator CRDs of kube-prometheus-stack.
+    rollouts = ArgoRollouts("argo-rollouts", cfg, pulumi.ResourceOptions(depends_on=[monitoring.stack]))
+    # Sidecar injection needs istiod, the ServiceMonitor the operator CRDs, the Rollout and its
+    # AnalysisTemplates the Argo Rollouts CRDs.
+    triton = Triton("triton", cfg, pulumi.ResourceOptions(depends_on=[istio.istiod, monitoring.stack, rollouts.chart]))
     istio.route(cfg, triton)
     gateway = Gateway("gateway", cfg, pulumi.ResourceOptions(depends_on=[triton]))
     istio.route_gateway(cfg, gateway)

@@ -154,6 +154,43 @@ def argo_cd(cfg: StackConfig) -> Release:
     )
 
 
+INGRESS_GATEWAY = "istio-ingressgateway"  # the release; the chart labels its pods istio: ingressgateway
+
+
+def istio_gateway(cfg: StackConfig) -> Release:
+    """The ingress gateway (Envoy at the mesh edge) in istio-system, which the gateway's
+    NetworkPolicy already admits; serving_layer routes it to the inference gateway. At least two
+    replicas and a PDB: the edge never goes down for a node drain."""
+    values = {
+        "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 6},
+        "podDisruptionBudget": {"minAvailable": 1},
+    }
+    return Release(INGRESS_GATEWAY, cfg.chart("istio-gateway"), ISTIO_NAMESPACE, values, wave=-1)
+
+
+ROLLOUTS_NAMESPACE = "argo-rollouts"
+
+
+def argo_rollouts(cfg: StackConfig) -> Release:
+    """The Argo Rollouts controller and its CRDs (Rollout, AnalysisTemplate, AnalysisRun...), a
+    wave before the serving manifests that use them. Two controller replicas (leader election),
+    its metrics scraped by the stack's Prometheus (hence a wave after kube-prometheus-stack)."""
+    values = {
+        "installCRDs": True,
+        "keepCRDs": True,
+        "controller": {"replicas": 2, "metrics": {"enabled": True, "serviceMonitor": {"enabled": True}}},
+        "dashboard": {"enabled": False},
+    }
+    return Release("argo-rollouts", cfg.chart("argo-rollouts"), ROLLOUTS_NAMESPACE, values, wave=-1)
+
+
 def synced_releases(cfg: StackConfig) -> list[Release]:
     """The charts Argo CD installs from deploy/serving/<env>/apps (Argo CD itself comes from Pulumi)."""
-    return [istio_base(cfg), istiod(cfg), kube_prometheus_stack(cfg), prometheus_adapter(cfg)]
+    return [
+        istio_base(cfg),
+        istiod(cfg),
+        istio_gateway(cfg),
+        kube_prometheus_stack(cfg),
+        prometheus_adapter(cfg),
+        argo_rollouts(cfg),
+    ]

@@ -10,6 +10,7 @@ import pulumi
 from gpu_serving import charts, manifests, projects, serving_layer
 from gpu_serving.config import StackConfig
 from gpu_serving.manifests import Obj
+from gpu_serving.triton import triton_objects, triton_routing_objects
 
 TYPE = "gpu-serving:serving"
 
@@ -38,12 +39,22 @@ def _objects(
     )
 
 
+class ArgoRollouts(pulumi.ComponentResource):
+    """The Argo Rollouts controller and CRDs, which Triton's Rollout and AnalysisTemplates need."""
+
+    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE}:ArgoRollouts", name, None, opts)
+        self.chart = _chart(charts.argo_rollouts(cfg), self)
+        self.register_outputs({})
+
+
 class Triton(pulumi.ComponentResource):
-    """Triton's namespace, Deployments, Service, PDB, HPA and ServiceMonitor."""
+    """Triton's namespace, PriorityClass, Rollout, Services, PDB, HPA, ServiceMonitor and the
+    AnalysisTemplates of its canary (triton.py)."""
 
     def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE}:Triton", name, None, opts)
-        self.objects = _objects(f"{name}-objects", manifests.triton_objects(cfg), self)
+        self.objects = _objects(f"{name}-objects", triton_objects(cfg), self)
         self.register_outputs({"namespace": cfg.triton.namespace})
 
 
@@ -94,21 +105,22 @@ class Monitoring(pulumi.ComponentResource):
 
 
 class Istio(pulumi.ComponentResource):
-    """istio-base and istiod, mesh-wide STRICT mTLS, (route()) Triton's canary routing and
-    (route_gateway()) the gateway's."""
+    """istio-base, istiod and the ingress gateway, mesh-wide STRICT mTLS, (route()) Triton's
+    canary routing and (route_gateway()) the gateway's."""
 
     def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE}:Istio", name, None, opts)
         self.name = name
         self.base = _chart(charts.istio_base(cfg), self)
         self.istiod = _chart(charts.istiod(cfg), self, [self.base])
+        self.ingress = _chart(charts.istio_gateway(cfg), self, [self.istiod])
         self.mesh = _objects(f"{name}-mesh", manifests.mesh_objects(), self, [self.istiod])
         self.register_outputs({})
 
     def route(self, cfg: StackConfig, triton: Triton) -> k8s.yaml.v2.ConfigGroup:
-        """Triton's DestinationRule, weighted VirtualService and AuthorizationPolicy (the gateway
-        only), once its namespace exists."""
-        return _objects(f"{self.name}-triton-routing", manifests.triton_routing_objects(cfg), self, [triton])
+        """Triton's DestinationRule, the VirtualService the Rollout weighs and the
+        AuthorizationPolicy (the gateway and the golden-set Job only), once its namespace exists."""
+        return _objects(f"{self.name}-triton-routing", triton_routing_objects(cfg), self, [triton])
 
     def route_gateway(self, cfg: StackConfig, gateway: Gateway) -> k8s.yaml.v2.ConfigGroup:
         """The gateway's VirtualService, and the plaintext metrics ports and AuthorizationPolicies

@@ -28,6 +28,7 @@ DELIVERIES = ("pulumi", "argocd")
 MODEL_CONTROL_MODES = ("explicit", "none")
 _REPOSITORY = re.compile(r"^(s3|gs|as)://\S+$")
 _RETENTION = re.compile(r"^\d+(ms|s|m|h|d|w|y)$")
+_DURATION = re.compile(r"^[1-9]\d*(s|m|h)$")
 _GIT_URL = re.compile(r"^(https://|ssh://|git@)\S+$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # An image repository: a registry host (with an optional port), then lower-case path segments.
@@ -54,12 +55,19 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One step of the Rollout's canary: exactly one of the three is set."""
+
+    set_weight: int | None = None
+    analysis: tuple[str, ...] = ()  # AnalysisTemplate names (gpu_serving.analysis)
+    pause: str | None = None  # a duration: 30s, 5m, 1h
+
+
+@dataclass(frozen=True)
 class Canary:
-    weight: int
-    replicas: int
-    release: str
-    image: str
-    model_repository: str
+    """Argo Rollouts' canary steps for a new pod template (a new model or Triton release)."""
+
+    steps: tuple[Step, ...]
 
 
 @dataclass(frozen=True)
@@ -310,8 +318,6 @@ def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Tr
         reader.fail(f"GPU pods need a toleration for the {GPU_TAINT} taint of the GPU nodes", "tolerations")
     release = reader.string("release", default=fleet.triton_release)
     model_repository = reader.string("modelRepository", _REPOSITORY)
-    canary = reader.child("canary").only("weight", "replicas", "release", "modelRepository")
-    canary_release = canary.string("release", default=release)
     return Triton(
         namespace=reader.string("namespace", _NAME, default="triton"),
         gpus=gpus,
@@ -327,14 +333,81 @@ def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Tr
         startup_budget_seconds=reader.integer("startupBudgetSeconds", 30, 3600),
         queue_time_target_us=reader.integer("queueTimeTargetMicroseconds", 1),
         service_account_annotations=reader.labels("serviceAccountAnnotations"),
-        canary=Canary(
-            weight=canary.integer("weight", 0, 100),
-            replicas=canary.integer("replicas", 1, default=1),
-            release=canary_release,
-            image=_compatible(matrix, fleet, canary, "release", canary_release),
-            model_repository=canary.string("modelRepository", _REPOSITORY, default=model_repository),
-        ),
+        canary=_canary(reader.child("canary")),
     )
+
+
+STEP_KINDS = ("setWeight", "analysis", "pause")
+# The static split's fields, gone with Argo Rollouts: say where their job went.
+_RETIRED = {
+    "weight": "the static split is gone: Argo Rollouts sets the canary weight step by step (steps)",
+    "replicas": "the Rollout sizes the canary from each step's weight and the HPA's replicas",
+    "release": "a new release is a new pod template: change triton.release and the Rollout canaries it",
+    "modelRepository": "a new model is a new pod template: change triton.modelRepository",
+}
+
+
+def _step(reader: _Reader, index: int, item: Any, known_templates: tuple[str, ...]) -> Step:
+    field = f"steps[{index}]"
+    if not isinstance(item, Mapping) or len(item) != 1 or next(iter(item)) not in STEP_KINDS:
+        shapes = "{setWeight: N}, {analysis: [template, ...]}, {pause: 5m}"
+        reader.fail(f"must be one of {shapes}, got {item!r}", field)
+    kind, value = next(iter(item.items()))
+    if kind == "setWeight":
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100:
+            reader.fail(f"must be an integer between 1 and 100, got {value!r}", f"{field}.setWeight")
+        return Step(set_weight=value)
+    if kind == "pause":
+        if not isinstance(value, str) or not _DURATION.match(value):
+            reader.fail(f"must be a duration like 30s, 5m or 1h, got {value!r}", f"{field}.pause")
+        return Step(pause=value)
+    if not isinstance(value, list) or not value or len(set(map(str, value))) != len(value):
+        reader.fail(f"must be a non-empty list of distinct AnalysisTemplate names, got {value!r}", f"{field}.analysis")
+    unknown = [name for name in value if name not in known_templates]
+    if unknown:
+        known = ", ".join(known_templates)
+        reader.fail(f"unknown AnalysisTemplate {unknown[0]!r} (known: {known})", f"{field}.analysis")
+    return Step(analysis=tuple(value))
+
+
+def _canary(reader: _Reader) -> Canary:
+    """The steps, refused unless every weight below 100 is followed by an analysis before the
+    next weight or the end (where Argo Rollouts sends 100%), and weights only grow."""
+    from gpu_serving import analysis  # imports this module: resolved at call time
+
+    for field in reader.data:
+        if field in _RETIRED:
+            reader.fail(_RETIRED[field], str(field))
+    reader.only("steps")
+    raw = reader._get("steps", _REQUIRED)
+    if not isinstance(raw, list) or not raw:
+        reader.fail(f"must be a non-empty list of steps, got {raw!r}", "steps")
+    known = (analysis.LATENCY_TEMPLATE, analysis.ERRORS_TEMPLATE, analysis.ACCURACY_TEMPLATE)
+    steps = tuple(_step(reader, index, item, known) for index, item in enumerate(raw))
+    unchecked: int | None = None  # index of the last setWeight not yet followed by an analysis
+    weight = 0
+    for index, step in enumerate(steps):
+        if step.set_weight is not None:
+            if step.set_weight <= weight:
+                reader.fail(f"setWeight {step.set_weight} does not grow from {weight}", f"steps[{index}].setWeight")
+            if unchecked is not None:
+                reader.fail(
+                    f"setWeight {step.set_weight} follows setWeight {weight} (steps[{unchecked}]) with no analysis "
+                    "step between them",
+                    f"steps[{index}]",
+                )
+            weight, unchecked = step.set_weight, (index if step.set_weight < 100 else None)
+        elif step.analysis:
+            if weight == 0:
+                reader.fail("an analysis before any setWeight measures a canary without traffic", f"steps[{index}]")
+            unchecked = None
+    if unchecked is not None:
+        reader.fail(
+            f"the steps end after setWeight {weight} (steps[{unchecked}]) with no analysis: Argo Rollouts would "
+            "then send 100% to an unchecked canary",
+            "steps",
+        )
+    return Canary(steps=steps)
 
 
 def _gateway(reader: _Reader) -> Gateway:

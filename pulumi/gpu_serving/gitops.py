@@ -6,14 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_serving import projects
+from gpu_serving.analysis import CANARY_SERVICE, STABLE_SERVICE
 from gpu_serving.charts import Release, synced_releases
 from gpu_serving.config import StackConfig
 from gpu_serving.manifests import ARGOCD_NAMESPACE, GATEWAY, WAVE, Obj
+from gpu_serving.triton import POD_HASH_LABEL
 
 SYNC_OPTIONS = ["CreateNamespace=true", "ServerSideApply=true"]
 AUTOMATED = {"prune": True, "selfHeal": True}
 # A failed sync (a webhook not up yet, a CRD still being established) is retried: 10 s, 20 s,
 # 40 s... up to 5 minutes apart, five times, instead of waiting for the next git change.
+# The key Argo Rollouts adds to the track Services' selectors (a JSON pointer: nothing to escape).
+POD_HASH_SELECTOR = f"/spec/selector/{POD_HASH_LABEL}"
 RETRY = {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}}
 
 
@@ -66,8 +70,35 @@ def addons_application(cfg: StackConfig) -> Obj:
     return _application("gpu-addons", projects.ADDONS, -1, _git(cfg, addons_path(cfg.inventory)), "kube-system")
 
 
+def _rollout_owned(cfg: StackConfig) -> list[Obj]:
+    """What Argo Rollouts rewrites during a canary, which Argo CD must neither diff nor reset
+    (a sync would otherwise undo a step): the route weights, the subsets' pod-template-hash
+    labels and the track Services' selectors."""
+    ns = cfg.triton.namespace
+    return [
+        {
+            "group": "networking.istio.io",
+            "kind": "VirtualService",
+            "name": "triton",
+            "namespace": ns,
+            "jqPathExpressions": [".spec.http[].route[].weight"],
+        },
+        {
+            "group": "networking.istio.io",
+            "kind": "DestinationRule",
+            "name": "triton",
+            "namespace": ns,
+            "jqPathExpressions": [".spec.subsets[].labels"],
+        },
+        *(
+            {"group": "", "kind": "Service", "name": name, "namespace": ns, "jsonPointers": [POD_HASH_SELECTOR]}
+            for name in (STABLE_SERVICE, CANARY_SERVICE)
+        ),
+    ]
+
+
 def serving_application(cfg: StackConfig) -> Obj:
-    # HPAs own the replicas of Triton's stable Deployment and of the gateway's: Argo CD must
+    # HPAs own the replicas of Triton's Rollout and of the gateway's Deployment: Argo CD must
     # neither diff nor reset them.
     app = _application(
         "gpu-serving",
@@ -76,8 +107,9 @@ def serving_application(cfg: StackConfig) -> Obj:
         _git(cfg, f"{serving_path(cfg.env)}/manifests"),
         cfg.triton.namespace,
         ignoreDifferences=[
-            {"group": "apps", "kind": "Deployment", "name": name, "jsonPointers": ["/spec/replicas"]}
-            for name in ("triton", GATEWAY)
+            {"group": "argoproj.io", "kind": "Rollout", "name": "triton", "jsonPointers": ["/spec/replicas"]},
+            {"group": "apps", "kind": "Deployment", "name": GATEWAY, "jsonPointers": ["/spec/replicas"]},
+            *_rollout_owned(cfg),
         ],
     )
     app["spec"]["syncPolicy"]["syncOptions"].append("RespectIgnoreDifferences=true")

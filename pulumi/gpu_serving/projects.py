@@ -3,14 +3,17 @@ and which kinds it may create. No Application of the stack is in the `default` p
 which allows everything.
 
 - gpu-bootstrap: the app-of-apps. Only Application objects, only in Argo CD's namespace.
-- gpu-platform: the pinned charts (Istio, kube-prometheus-stack, prometheus-adapter), from
-  their chart repositories, into their own namespaces. Charts install cluster-wide kinds: the
-  list below was read from the chart sources at the pinned versions (CRDs, RBAC, admission
-  webhooks, prometheus-adapter's APIService).
+- gpu-platform: the pinned charts (Istio with its ingress gateway, kube-prometheus-stack,
+  prometheus-adapter, Argo Rollouts), from their chart repositories, into their own namespaces.
+  Charts install cluster-wide kinds: the list below was read from the chart sources at the
+  pinned versions (CRDs, RBAC, admission webhooks, prometheus-adapter's APIService; Argo
+  Rollouts' chart adds CRDs and ClusterRoles only, its aggregate roles included).
 - gpu-addons: deploy/addons/<inventory> from git: the add-ons' namespace, RBAC and the GPU
   Node objects (labels and taints).
-- gpu-serving: deploy/serving/<env>/manifests from git: namespaced kinds only (plus the
-  namespace itself), no Secret and no RBAC.
+- gpu-serving: deploy/serving/<env>/manifests from git: namespaced kinds (the Rollout and its
+  AnalysisTemplates among them), the namespace itself and Triton's PriorityClass (a cluster
+  kind, but the serving workload's own: its value is decided with the workload, and the add-ons
+  layer is per inventory, not per stack); no Secret and no RBAC.
 
 Pulumi creates the projects with Argo CD (components.ArgoCD), before any Application; the
 renderer writes them to deploy/serving/<env>/projects/ for a cluster bootstrapped by hand.
@@ -45,11 +48,14 @@ CHART_CLUSTER_KINDS: tuple[Kind, ...] = (
     ("apiregistration.k8s.io", "APIService"),
 )
 ADDONS_CLUSTER_KINDS: tuple[Kind, ...] = (NAMESPACE, ("", "Node"), CLUSTER_ROLE, CLUSTER_ROLE_BINDING)
+SERVING_CLUSTER_KINDS: tuple[Kind, ...] = (NAMESPACE, ("scheduling.k8s.io", "PriorityClass"))
 SERVING_KINDS: tuple[Kind, ...] = (
     ("", "ConfigMap"),
     ("", "Service"),
     ("", "ServiceAccount"),
     ("apps", "Deployment"),
+    ("argoproj.io", "Rollout"),
+    ("argoproj.io", "AnalysisTemplate"),
     ("autoscaling", "HorizontalPodAutoscaler"),
     ("policy", "PodDisruptionBudget"),
     ("networking.k8s.io", "NetworkPolicy"),
@@ -118,7 +124,7 @@ def app_projects(cfg: StackConfig) -> list[Obj]:
         ),
         _project(
             PLATFORM,
-            "The pinned charts: Istio, kube-prometheus-stack, prometheus-adapter.",
+            "The pinned charts: Istio, kube-prometheus-stack, prometheus-adapter, Argo Rollouts.",
             sorted({release.pin.repository for release in releases}),
             sorted({release.namespace for release in releases}),
             CHART_CLUSTER_KINDS,
@@ -129,7 +135,7 @@ def app_projects(cfg: StackConfig) -> list[Obj]:
             "Triton, its gateway, routing and monitoring.",
             git,
             serving_namespaces(cfg),
-            (NAMESPACE,),
+            SERVING_CLUSTER_KINDS,
             SERVING_KINDS,
         ),
     ]

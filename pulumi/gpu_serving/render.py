@@ -5,7 +5,8 @@ deploy/serving/<env>/
   projects/      the AppProjects every Application names; Pulumi creates them with Argo CD, or
                  `kubectl apply -f` them before root.yaml
   apps/          Applications: the pinned charts with their values, the add-ons, the manifests
-  manifests/     Triton, the gateway and drift agent, Istio routing, mTLS and authorization,
+  manifests/     Triton (its Rollout and AnalysisTemplates), the gateway and drift agent, Istio
+                 routing, mTLS and authorization,
                  the Grafana dashboards and the PrometheusRule (monitoring/)
 
 Helm charts are not templated here (no helm, no network): their Applications carry the
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_serving import gitops, manifests, projects, serving_layer
+from gpu_serving import gitops, manifests, projects, serving_layer, triton
 from gpu_serving.config import ConfigError, StackConfig, from_stack_file
 from gpu_serving.fleet import FleetError
 from gpu_serving.manifests import Obj
@@ -35,11 +36,11 @@ def to_yaml(obj: Any) -> str:
 def served_objects(cfg: StackConfig) -> list[Obj]:
     """What the gpu-serving Application syncs (deploy/serving/<env>/manifests)."""
     return [
-        *manifests.triton_objects(cfg),
+        *triton.triton_objects(cfg),
         *serving_layer.gateway_objects(cfg),
         *serving_layer.drift_agent_objects(cfg),
         *manifests.mesh_objects(),
-        *manifests.triton_routing_objects(cfg),
+        *triton.triton_routing_objects(cfg),
         *serving_layer.routing_objects(cfg),
         *manifests.monitoring_objects(cfg),
     ]

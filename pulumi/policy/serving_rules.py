@@ -21,6 +21,7 @@ _EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
 _POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "Pod": ("spec",),
     "Deployment": ("spec", "template", "spec"),
+    "Rollout": ("spec", "template", "spec"),
     "StatefulSet": ("spec", "template", "spec"),
     "DaemonSet": ("spec", "template", "spec"),
     "ReplicaSet": ("spec", "template", "spec"),
@@ -28,6 +29,14 @@ _POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 _APPLICATION = "kubernetes:argoproj.io/v1alpha1:Application"
+_ROLLOUT = "kubernetes:argoproj.io/v1alpha1:Rollout"
+_ANALYSIS_TEMPLATES = (
+    "kubernetes:argoproj.io/v1alpha1:AnalysisTemplate",
+    "kubernetes:argoproj.io/v1alpha1:ClusterAnalysisTemplate",
+)
+# The guard a Prometheus condition must open with: exactly one sample, and not NaN. An empty
+# vector (no data) or a NaN then fails both conditions, which Argo Rollouts counts as Inconclusive.
+_NO_DATA_GUARD = re.compile(r"^\s*len\(result\)\s*==\s*1\s*&&\s*!\s*isNaN\(result\[0\]\)\s*&&")
 _CHART_TYPES = ("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v3:Release")
 
 
@@ -177,6 +186,102 @@ def sync_retry(resource_type: str, props: Props) -> Iterator[str]:
         yield f"{_name(props)}: automated sync without syncPolicy.retry.backoff"
 
 
+def _steps(props: Props) -> list[Props] | None:
+    canary = ((props.get("spec") or {}).get("strategy") or {}).get("canary")
+    return None if canary is None else list(canary.get("steps") or [])
+
+
+def _analysed(step: Props) -> bool:
+    return bool((step.get("analysis") or {}).get("templates"))
+
+
+def rollout_analysis(resource_type: str, props: Props) -> Iterator[str]:
+    """A Rollout measures its canary before every traffic increase: an analysis step after each
+    setWeight below 100, before the next setWeight or the end of the steps (where Argo Rollouts
+    sends 100%). A blue-green Rollout needs a prePromotionAnalysis."""
+    if resource_type != _ROLLOUT:
+        return
+    strategy = (props.get("spec") or {}).get("strategy") or {}
+    if "blueGreen" in strategy:
+        if not (strategy["blueGreen"].get("prePromotionAnalysis") or {}).get("templates"):
+            yield f"{_name(props)}: blue-green Rollout without a prePromotionAnalysis"
+        return
+    steps = _steps(props)
+    if steps is None:
+        yield f"{_name(props)}: Rollout without a canary or blue-green strategy"
+        return
+    unchecked: tuple[int, Any] | None = None
+    for index, step in enumerate(steps):
+        if "setWeight" in step:
+            if unchecked is not None:
+                yield (
+                    f"{_name(props)}: steps[{index}] setWeight {step['setWeight']} follows setWeight "
+                    f"{unchecked[1]} (steps[{unchecked[0]}]) with no analysis step between them"
+                )
+            unchecked = (index, step["setWeight"]) if step["setWeight"] != 100 else None
+        elif _analysed(step):
+            unchecked = None
+    if unchecked is not None:
+        yield (
+            f"{_name(props)}: the steps end after setWeight {unchecked[1]} (steps[{unchecked[0]}]) with no "
+            "analysis: Argo Rollouts would send 100% to an unchecked canary"
+        )
+    elif not any(_analysed(step) for step in steps):
+        yield f"{_name(props)}: Rollout without any analysis step"
+
+
+def rollout_weights(resource_type: str, props: Props) -> Iterator[str]:
+    """A Rollout's weights are percentages that only grow and end at 100: the last setWeight is 100,
+    or the steps end and Argo Rollouts sends 100% itself. Nothing lowers the canary's share on the
+    way, and no maxTrafficWeight turns the weights into something other than percentages."""
+    if resource_type != _ROLLOUT:
+        return
+    routing = (((props.get("spec") or {}).get("strategy") or {}).get("canary") or {}).get("trafficRouting") or {}
+    if routing.get("maxTrafficWeight", 100) != 100:
+        maximum = routing["maxTrafficWeight"]
+        yield f"{_name(props)}: trafficRouting.maxTrafficWeight {maximum}: the weights must be percentages"
+    previous = 0
+    for index, step in enumerate(_steps(props) or []):
+        if "setWeight" not in step:
+            continue
+        weight = step["setWeight"]  # a float where the engine's protobuf carried it (5.0)
+        whole = isinstance(weight, (int, float)) and not isinstance(weight, bool) and weight == int(weight)
+        if not whole or not previous < weight <= 100:
+            yield f"{_name(props)}: steps[{index}] setWeight {weight!r} must grow from {previous} and stay within 100"
+            return
+        previous = weight
+
+
+def _top_level_or(condition: str) -> bool:
+    depth = 0
+    for index, char in enumerate(condition):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and condition.startswith("||", index):
+            return True
+    return False
+
+
+def no_data_is_inconclusive(resource_type: str, props: Props) -> Iterator[str]:
+    """Every Prometheus metric of an AnalysisTemplate has a successCondition and a failureCondition
+    that both open with `len(result) == 1 && !isNaN(result[0]) &&` (and no top-level `||` after
+    it): an empty result or a NaN matches neither, so the measurement is Inconclusive and never
+    promotes (with one condition only, Argo Rollouts would decide on the other's negation)."""
+    if resource_type not in _ANALYSIS_TEMPLATES:
+        return
+    for metric in (props.get("spec") or {}).get("metrics") or []:
+        if "prometheus" not in (metric.get("provider") or {}):
+            continue
+        for field in ("successCondition", "failureCondition"):
+            condition = metric.get(field)
+            if not condition:
+                yield f"{_name(props)}: metric {metric.get('name')!r} has no {field}: no data would decide it"
+            elif not _NO_DATA_GUARD.match(condition) or _top_level_or(condition):
+                yield (
+                    f"{_name(props)}: metric {metric.get('name')!r} {field} {condition!r} does not open with "
+                    "`len(result) == 1 && !isNaN(result[0]) &&`: no data or NaN could match it"
+                )
+
+
 RULES: dict[str, Rule] = {
     "containers-have-requests-and-limits": requests_and_limits,
     "containers-have-probes": probes,
@@ -186,6 +291,9 @@ RULES: dict[str, Rule] = {
     "no-load-balancer-outside-the-ingress-gateway": no_load_balancer,
     "applications-name-their-project": application_projects,
     "automated-syncs-retry-with-backoff": sync_retry,
+    "rollouts-analyse-between-weights": rollout_analysis,
+    "rollout-weights-end-at-100": rollout_weights,
+    "analysis-treats-no-data-as-inconclusive": no_data_is_inconclusive,
 }
 
 

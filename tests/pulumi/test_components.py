@@ -37,15 +37,14 @@ def triton(env: str) -> dict[tuple[str, str], dict]:
 @pytest.mark.parametrize("env", ["staging", "prod"])
 def test_triton_gpu_pods_have_gpu_limits_selector_tolerations_and_sane_resources(env):
     cfg = from_stack_file(env)
-    for name in ("triton", "triton-canary"):
-        pod = triton(env)["Deployment", name]["spec"]["template"]["spec"]
-        (container,) = pod["containers"]
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(cfg.triton.gpus)
-        assert pod["nodeSelector"]["nvidia.com/gpu.present"] == "true"
-        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
-        assert container["resources"]["requests"] == dict(cfg.triton.resources.requests)
-        assert pod["securityContext"]["runAsNonRoot"] is True
-        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    pod = triton(env)["Rollout", "triton"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == str(cfg.triton.gpus)
+    assert pod["nodeSelector"]["nvidia.com/gpu.present"] == "true"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert container["resources"]["requests"] == dict(cfg.triton.resources.requests)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
 
 
 def test_triton_objects_are_children_of_the_component():
@@ -57,14 +56,14 @@ def test_triton_objects_are_children_of_the_component():
 
 
 def test_dev_triton_is_cpu_only_without_gpu_placement():
-    pod = triton("dev")["Deployment", "triton"]["spec"]["template"]["spec"]
+    pod = triton("dev")["Rollout", "triton"]["spec"]["template"]["spec"]
     assert "nvidia.com/gpu" not in pod["containers"][0]["resources"]["limits"]
     assert pod["nodeSelector"] == {} and pod["tolerations"] == []
 
 
 def test_triton_runs_the_matrix_image_with_the_serving_flags():
     objs = triton("prod")
-    container = objs["Deployment", "triton"]["spec"]["template"]["spec"]["containers"][0]
+    container = objs["Rollout", "triton"]["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == MATRIX.triton_image("24.05") == "nvcr.io/nvidia/tritonserver:24.05-py3"
     args = container["args"]
     for flag in ("--model-control-mode=explicit", "--strict-readiness=true", "--exit-on-error=true"):
@@ -74,12 +73,12 @@ def test_triton_runs_the_matrix_image_with_the_serving_flags():
 
 
 def test_dev_uses_model_control_mode_none_without_load_model():
-    args = triton("dev")["Deployment", "triton"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = triton("dev")["Rollout", "triton"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--model-control-mode=none" in args and not any(a.startswith("--load-model") for a in args)
 
 
 def test_triton_probes_are_separate_and_the_startup_probe_covers_the_model_load_budget():
-    container = triton("prod")["Deployment", "triton"]["spec"]["template"]["spec"]["containers"][0]
+    container = triton("prod")["Rollout", "triton"]["spec"]["template"]["spec"]["containers"][0]
     startup, live, ready = (container[p] for p in ("startupProbe", "livenessProbe", "readinessProbe"))
     assert live["httpGet"]["path"] == "/v2/health/live" and ready["httpGet"]["path"] == "/v2/health/ready"
     assert (
@@ -95,7 +94,7 @@ def test_triton_service_ports_are_named_for_istio_with_app_protocols():
     assert ports["http-metrics"]["targetPort"] == "metrics"
 
 
-def test_the_hpa_scales_on_queue_time_and_owns_the_stable_replicas():
+def test_the_hpa_scales_the_rollout_on_queue_time_and_owns_its_replicas():
     objs = triton("prod")
     cfg = from_stack_file("prod")
     hpa = objs["HorizontalPodAutoscaler", "triton"]["spec"]
@@ -103,8 +102,8 @@ def test_the_hpa_scales_on_queue_time_and_owns_the_stable_replicas():
     assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] == "triton_queue_duration_us_per_request"
     assert metric["pods"]["target"]["averageValue"] == str(cfg.triton.queue_time_target_us)
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (cfg.triton.min_replicas, cfg.triton.max_replicas)
-    assert "replicas" not in objs["Deployment", "triton"]["spec"]
-    assert objs["Deployment", "triton-canary"]["spec"]["replicas"] == cfg.triton.canary.replicas
+    assert hpa["scaleTargetRef"] == {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "triton"}
+    assert "replicas" not in objs["Rollout", "triton"]["spec"]
 
 
 def test_triton_has_a_pdb_and_a_service_monitor_on_the_metrics_port():
@@ -115,8 +114,9 @@ def test_triton_has_a_pdb_and_a_service_monitor_on_the_metrics_port():
     assert monitor["selector"]["matchLabels"] == objs["Service", "triton"]["metadata"]["labels"]
 
 
-def test_no_canary_deployment_without_a_canary_weight():
-    assert ("Deployment", "triton-canary") not in triton("dev")
+def test_no_deployment_of_triton_is_left_beside_the_rollout():
+    kinds = {kind for kind, name in triton("prod") if name.startswith("triton")}
+    assert "Deployment" not in kinds and "Rollout" in kinds
 
 
 def test_monitoring_installs_the_pinned_chart_with_sidecar_retention_and_selectors():
@@ -151,24 +151,25 @@ def test_monitoring_installs_the_pinned_chart_with_sidecar_retention_and_selecto
     assert any(u.endswith("serving:GrafanaAdmin$kubernetes:core/v1:Secret::grafana-admin") for u in urns)
 
 
-@pytest.mark.parametrize(("env", "weight"), [("prod", 5), ("staging", 20), ("dev", 0)])
-def test_istio_charts_strict_mtls_and_canary_weights_from_config(env, weight):
+@pytest.mark.parametrize("env", ["prod", "staging", "dev"])
+def test_istio_charts_strict_mtls_and_the_route_the_rollout_weighs(env):
     def build(cfg):
         istio = Istio("istio", cfg)
         istio.route(cfg, Triton("triton", cfg))
 
     mocks = register(env, build)
-    for name in ("istio-base", "istiod"):
-        assert mocks.one(CHART, name).inputs["version"] == MATRIX.chart(name)["version"]
+    for name, pin in (("istio-base", "istio-base"), ("istiod", "istiod"), ("istio-ingressgateway", "istio-gateway")):
+        assert mocks.one(CHART, name).inputs["version"] == MATRIX.chart(pin)["version"]
         assert mocks.one(CHART, name).inputs["namespace"] == "istio-system"
     mesh = objects(mocks, "istio-mesh")["PeerAuthentication", "default"]
     assert mesh["metadata"]["namespace"] == "istio-system" and mesh["spec"]["mtls"]["mode"] == "STRICT"
     routing = objects(mocks, "istio-triton-routing")
     subsets = {s["name"] for s in routing["DestinationRule", "triton"]["spec"]["subsets"]}
     assert subsets == {"stable", "canary"}
-    route = routing["VirtualService", "triton"]["spec"]["http"][0]["route"]
-    weights = {r["destination"]["subset"]: r["weight"] for r in route}
-    assert weights.get("canary", 0) == weight and weights["stable"] == 100 - weight
+    (http,) = routing["VirtualService", "triton"]["spec"]["http"]
+    assert http["name"] == "primary"
+    # Everything on stable until Argo Rollouts moves a step's weight to the canary.
+    assert {r["destination"]["subset"]: r["weight"] for r in http["route"]} == {"stable": 100, "canary": 0}
 
 
 def test_argo_cd_chart_and_applications_sync_automatically_with_waves():
@@ -178,14 +179,18 @@ def test_argo_cd_chart_and_applications_sync_automatically_with_waves():
     assert set(apps) == {
         "istio-base",
         "istiod",
+        "istio-ingressgateway",
         "kube-prometheus-stack",
         "prometheus-adapter",
+        "argo-rollouts",
         "gpu-addons",
         "gpu-serving",
     }
     waves = {name: int(app["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for name, app in apps.items()}
     assert waves["istio-base"] < waves["istiod"] < waves["gpu-serving"]
     assert waves["kube-prometheus-stack"] < waves["prometheus-adapter"] < waves["gpu-serving"]
+    assert waves["kube-prometheus-stack"] < waves["argo-rollouts"] < waves["gpu-serving"]
+    assert waves["istiod"] < waves["istio-ingressgateway"]
     for app in apps.values():
         assert app["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
     # The AppProjects exist before any Application that names them.
@@ -193,10 +198,9 @@ def test_argo_cd_chart_and_applications_sync_automatically_with_waves():
     assert {r.inputs["metadata"]["name"] for r in appprojects} >= {app["spec"]["project"] for app in apps.values()}
     serving = apps["gpu-serving"]["spec"]
     assert serving["source"]["path"] == "deploy/serving/prod/manifests"
-    assert serving["ignoreDifferences"] == [
-        {"group": "apps", "kind": "Deployment", "name": name, "jsonPointers": ["/spec/replicas"]}
-        for name in ("triton", "gateway")
-    ]
+    ignored = serving["ignoreDifferences"]
+    assert {"group": "argoproj.io", "kind": "Rollout", "name": "triton", "jsonPointers": ["/spec/replicas"]} in ignored
+    assert {"group": "apps", "kind": "Deployment", "name": "gateway", "jsonPointers": ["/spec/replicas"]} in ignored
     assert "RespectIgnoreDifferences=true" in serving["syncPolicy"]["syncOptions"]
     chart_source = apps["kube-prometheus-stack"]["spec"]["source"]
     assert chart_source["targetRevision"] == MATRIX.chart("kube-prometheus-stack")["version"]

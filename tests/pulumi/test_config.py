@@ -49,7 +49,7 @@ def test_prod_is_gpu_and_gitops_and_dev_is_cpu_only_and_direct():
     prod, dev = from_stack_file("prod"), from_stack_file("dev")
     assert prod.delivery == "argocd" and prod.triton.gpus >= 1
     assert prod.triton.node_selector and any(t["key"] == "nvidia.com/gpu" for t in prod.triton.tolerations)
-    assert dev.delivery == "pulumi" and dev.triton.gpus == 0 and dev.triton.canary.weight == 0
+    assert dev.delivery == "pulumi" and dev.triton.gpus == 0
 
 
 def test_a_negative_replica_count_names_the_key_and_file(tmp_path):
@@ -76,10 +76,12 @@ def test_gpus_on_the_cpu_only_lab_fail(tmp_path):
     assert "gpu-serving:triton.gpus: 1 GPUs per pod, but the nodes have 0" in broken(tmp_path, "dev", "triton", gpu)
 
 
-@pytest.mark.parametrize("weight", [-1, 101, "10", True])
-def test_a_canary_weight_outside_0_to_100_fails(tmp_path, weight):
-    message = broken(tmp_path, "staging", "triton", lambda t: t["canary"].update(weight=weight))
-    assert f"gpu-serving:triton.canary.weight: must be an integer between 0 and 100, got {weight!r}" in message
+@pytest.mark.parametrize("weight", [0, 101, "10", True])
+def test_a_step_weight_outside_1_to_100_fails(tmp_path, weight):
+    message = broken(tmp_path, "staging", "triton", lambda t: t["canary"]["steps"][0].update(setWeight=weight))
+    assert f"gpu-serving:triton.canary.steps[0].setWeight: must be an integer between 1 and 100, got {weight!r}" in (
+        message
+    )
 
 
 def test_a_triton_release_newer_than_the_driver_pin_fails(tmp_path):
@@ -89,9 +91,11 @@ def test_a_triton_release_newer_than_the_driver_pin_fails(tmp_path):
     assert "needs driver R545 or later, the pin is 535.216.03" in message
 
 
-def test_a_canary_release_is_checked_too(tmp_path):
-    message = broken(tmp_path, "staging", "triton", lambda t: t["canary"].update(release="25.04"))
-    assert "gpu-serving:triton.canary.release: Triton 25.04 cannot run" in message
+@pytest.mark.parametrize("field", ["weight", "replicas", "release", "modelRepository"])
+def test_a_field_of_the_static_split_says_where_its_job_went(tmp_path, field):
+    message = broken(tmp_path, "staging", "triton", lambda t: t["canary"].update({field: 5}))
+    assert message.startswith(f"Pulumi.staging.yaml: gpu-serving:triton.canary.{field}: ")
+    assert "Rollout" in message or "pod template" in message
 
 
 def test_an_unknown_release_lists_the_known_ones(tmp_path):
@@ -153,11 +157,8 @@ def test_the_project_is_gpu_serving_on_python_with_a_pip_virtualenv():
 
 
 def test_a_misspelt_key_is_refused_not_ignored(tmp_path):
-    message = broken(tmp_path, "prod", "triton", lambda t: t["canary"].update(wieght=5))
-    assert message == (
-        "Pulumi.prod.yaml: gpu-serving:triton.canary.wieght: unknown field "
-        "(known: weight, replicas, release, modelRepository)"
-    )
+    message = broken(tmp_path, "prod", "triton", lambda t: t["canary"].update(stpes=[]))
+    assert message == "Pulumi.prod.yaml: gpu-serving:triton.canary.stpes: unknown field (known: steps)"
     message = broken(tmp_path, "prod", "", lambda c: c.update({"gpu-serving:trition": {}}))
     assert message.startswith("Pulumi.prod.yaml: gpu-serving:trition: unknown field (known: fleetInventory,")
 

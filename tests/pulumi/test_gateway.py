@@ -44,13 +44,18 @@ def component_objects(env: str) -> dict[tuple[str, str], dict]:
     )
 
 
+def workload(objs: dict, name: str) -> dict:
+    """The Deployment (gateway, drift agent) or Rollout (Triton) of that name."""
+    return objs["Deployment", name] if ("Deployment", name) in objs else objs["Rollout", name]
+
+
 def pod_spec(objs: dict, name: str) -> dict:
-    return objs["Deployment", name]["spec"]["template"]["spec"]
+    return workload(objs, name)["spec"]["template"]["spec"]
 
 
 def pod_of(objs: dict, name: str) -> Pod:
-    deployment = objs["Deployment", name]
-    return Pod(deployment["metadata"]["namespace"], deployment["spec"]["template"]["metadata"]["labels"])
+    found = workload(objs, name)
+    return Pod(found["metadata"]["namespace"], found["spec"]["template"]["metadata"]["labels"])
 
 
 def gpu_nodes(env: str) -> list[Node]:
@@ -189,7 +194,11 @@ def policies(env: str) -> tuple[list[dict], list[dict], dict]:
 def test_only_the_gateway_and_prometheus_reach_triton(env):
     network, istio, objs = policies(env)
     gateway, drift = pod_of(objs, "gateway"), pod_of(objs, "drift-agent")
-    tritons = [pod_of(objs, name) for name in ("triton", "triton-canary") if ("Deployment", name) in objs]
+    # One pod template for both tracks: Argo Rollouts adds only its pod-template-hash label.
+    tritons = [pod_of(objs, "triton")]
+    for track in ("abc123", "def456"):
+        template = pod_of(objs, "triton")
+        tritons.append(Pod(template.namespace, {**template.labels, "rollouts-pod-template-hash": track}))
     for triton in tritons:
         assert network_allows(network, gateway, triton, 8001)
         assert istio_allows(

@@ -19,11 +19,11 @@ def test_rendered_manifests_break_no_policy(env):
         obj = yaml.safe_load(path.read_text(encoding="utf-8"))
         assert violations(type_token(obj), obj) == [], path
         checked.add(obj["kind"])
-    assert {"Deployment", "Service", "Application"} <= checked
+    assert {"Deployment", "Rollout", "AnalysisTemplate", "Service", "Application"} <= checked
 
 
 def test_the_rules_do_catch_a_broken_rendered_deployment():
-    path = ROOT / "deploy/serving/prod/manifests/02-deployment-triton.yaml"
+    (path,) = (ROOT / "deploy/serving/prod/manifests").glob("*-rollout-triton.yaml")
     obj = yaml.safe_load(path.read_text(encoding="utf-8"))
     pod = obj["spec"]["template"]["spec"]
     pod["tolerations"] = []

@@ -23,10 +23,10 @@ def unwrap_secret(value):
 def test_dev_installs_every_component_directly():
     mocks = run_program("dev")
     components = {r.typ.rsplit(":", 1)[1] for r in mocks.resources if r.typ.startswith("gpu-serving:")}
-    assert components == {"Istio", "Monitoring", "GrafanaAdmin", "Triton", "Gateway", "ArgoCD"}
-    charts = {r.name: r.inputs["version"] for r in mocks.of_type(CHART)}
+    assert components == {"Istio", "Monitoring", "GrafanaAdmin", "ArgoRollouts", "Triton", "Gateway", "ArgoCD"}
+    charts = {(r.inputs["chart"], r.inputs["version"]) for r in mocks.of_type(CHART)}
     matrix = platform_matrix.load()
-    assert charts == {name: matrix.chart(name)["version"] for name in matrix.data["charts"]}
+    assert charts == {(pin.get("chart", name), pin["version"]) for name, pin in matrix.data["charts"].items()}
     # Argo CD syncs only the add-ons of the lab inventory; Pulumi owns the serving objects.
     (app,) = mocks.of_type(APPLICATION)
     assert app.inputs["spec"]["source"]["path"] == "deploy/addons/lab"
@@ -91,10 +91,14 @@ def triton_with(env: str, change) -> dict:
     [
         ("prod", lambda t: t["replicas"].update(min=-2), "gpu-serving:triton.replicas.min: must be an integer >= 1"),
         ("prod", lambda t: t.update(gpus=16), "gpu-serving:triton.gpus: 16 GPUs per pod, but the nodes have 8"),
-        ("staging", lambda t: t["canary"].update(weight=150), "gpu-serving:triton.canary.weight: must be an integer"),
+        (
+            "staging",
+            lambda t: t["canary"]["steps"].pop(1),
+            "gpu-serving:triton.canary.steps[1]: setWeight 50 follows setWeight 5 (steps[0]) with no analysis",
+        ),
         ("dev", lambda t: t.update(release="24.10"), "gpu-serving:triton.release: Triton 24.10 cannot run on this"),
     ],
-    ids=["negative-replicas", "gpus-above-node", "canary-weight", "release-needs-newer-driver"],
+    ids=["negative-replicas", "gpus-above-node", "step-without-analysis", "release-needs-newer-driver"],
 )
 def test_bad_config_fails_the_program_before_any_resource(env, change, expected):
     mocks = RecordingMocks()

@@ -81,7 +81,7 @@ def test_every_application_retries_failed_syncs_with_backoff(env):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_the_serving_project_admits_every_served_object_and_nothing_cluster_wide_but_its_namespace(env):
+def test_the_serving_project_admits_every_served_object_and_nothing_cluster_wide_but_namespace_and_priority(env):
     project = _projects(env)[projects.SERVING]
     refused = [
         f"{o['kind']}/{o['metadata']['name']}: {why}"
@@ -89,7 +89,10 @@ def test_the_serving_project_admits_every_served_object_and_nothing_cluster_wide
         if (why := _refusal(project, o))
     ]
     assert not refused
-    assert project["spec"]["clusterResourceWhitelist"] == [{"group": "", "kind": "Namespace"}]
+    assert project["spec"]["clusterResourceWhitelist"] == [
+        {"group": "", "kind": "Namespace"},
+        {"group": "scheduling.k8s.io", "kind": "PriorityClass"},
+    ]
     whitelist = project["spec"]["namespaceResourceWhitelist"]
     assert {"group": "", "kind": "Secret"} not in whitelist
     assert not [k for k in whitelist if k["group"] == "rbac.authorization.k8s.io"]

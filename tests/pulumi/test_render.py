@@ -114,7 +114,7 @@ def test_a_misspelt_istio_field_is_caught_by_the_round_trip():
 @pytest.mark.parametrize("env", ENVS)
 def test_argo_cd_applications_match_the_application_crd_schema(env):
     apps = [(path, obj) for path, obj in rendered(env) if obj["kind"] == "Application"]
-    assert len(apps) == 7  # root, four charts, add-ons, serving manifests
+    assert len(apps) == 9  # root, six charts, add-ons, serving manifests
     for path, obj in apps:
         errors = list(jsonschema.Draft202012Validator(APPLICATION_SCHEMA).iter_errors(obj))
         assert not errors, f"{path}: {[e.message for e in errors]}"
