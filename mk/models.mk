@@ -5,6 +5,7 @@
 #   make validate-models-triton     the real tritonserver 2.51 (release 24.10, .venv-triton) loads
 #                                   each model on this machine and gives its own verdict
 #   make test-models-triton         pytest -m serving_lab tests/model_repository (both engines)
+#   make bench-validate             1,000 generated models: rules engine (target < 3 s), triton engine per model
 #   make model-schemas              re-vendor each matrix release's model_config_pb2.py (needs PyPI)
 # The Makefile's own `ENV ?= prod` default does not count: only an ENV given on the command
 # line or in the environment selects a target environment here.
@@ -35,6 +36,8 @@ example-models: venv
 model-schemas: venv
 	$(BIN)/python -m model_repo_check.vendor_schemas
 
+# 1,000 generated models: the rules engine against its 3 s target, the triton engine's time per
+# model beside it (on a sample; BENCH_VALIDATE_FLAGS='--triton-sample 0' leaves it out).
 BENCHES += validate
-bench-validate: venv
-	$(BIN)/python bench/validate_models.py
+bench-validate: deps venv .venv-triton/.stamp
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python bench/validate_models.py $(BENCH_VALIDATE_FLAGS)

@@ -146,16 +146,24 @@ FieldPath = tuple[tuple[str, int], ...]
 
 @dataclass
 class FieldLocations:
-    """Where each field occurrence starts, keyed by (field, index) pairs from the top."""
+    """Where each field occurrence starts, keyed by (field, index) pairs from the top.
+
+    The text is indexed on the first `find`: most configs are clean and never asked."""
 
     path: Path
-    positions: dict[FieldPath, tuple[int, int]] = field(default_factory=dict)
+    text: str
+    _positions: dict[FieldPath, tuple[int, int]] | None = field(default=None, repr=False)
 
     @classmethod
     def index(cls, path: Path, text: str) -> FieldLocations:
-        found = cls(path)
-        found._message(_tokens(text), 0, (), None)
-        return found
+        return cls(path, text)
+
+    @property
+    def positions(self) -> dict[FieldPath, tuple[int, int]]:
+        if self._positions is None:
+            self._positions = {}
+            self._message(_tokens(self.text), 0, (), None)
+        return self._positions
 
     def _message(self, tokens: list[_Token], i: int, prefix: FieldPath, close: str | None) -> int:
         counts: dict[str, int] = {}

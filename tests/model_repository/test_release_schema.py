@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from google.protobuf import descriptor
 from tritonclient.grpc import model_config_pb2
 
@@ -150,10 +151,12 @@ def test_a_field_no_matrix_release_knows_says_so(tmp_path):
 @pytest.mark.parametrize("env", ENVS)
 def test_each_environment_validates_the_examples_with_its_own_release(env, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(PULUMI_DIR))
-    from gpu_serving.config import from_stack_file
+    from gpu_serving.fleet import load_fleet  # the stack's own reader of the fleet facts
 
+    stack = yaml.safe_load((PULUMI_DIR / f"Pulumi.{env}.yaml").read_text())["config"]
+    fleet = load_fleet((PULUMI_DIR / stack["gpu-serving:fleetInventory"]).resolve())
     release = release_for_env(PULUMI_DIR, env)
-    assert release == from_stack_file(env).triton.release  # the release the stack deploys
+    assert release == stack["gpu-serving:triton"].get("release", fleet.triton_release)
     assert main([str(ROOT / "model_repository"), "--env", env, "--strict"]) == 0
     summary = capsys.readouterr().out.splitlines()[-1]
     assert f"schema of Triton {release} (tritonclient {matrix_releases()[release]})" in summary
