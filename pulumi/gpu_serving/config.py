@@ -23,7 +23,17 @@ from gpu_serving.quantity import parse_quantity
 PROJECT = "gpu-serving"
 PULUMI_DIR = Path(__file__).resolve().parents[1]
 SECRET_KEYS = ("grafanaAdminPassword",)
-KEYS = ("fleetInventory", "delivery", "gitRepoURL", "gitRevision", "triton", "gateway", "driftAgent", "monitoring")
+KEYS = (
+    "fleetInventory",
+    "delivery",
+    "gitRepoURL",
+    "gitRevision",
+    "triton",
+    "modelRelease",
+    "gateway",
+    "driftAgent",
+    "monitoring",
+)
 DELIVERIES = ("pulumi", "argocd")
 MODEL_CONTROL_MODES = ("explicit", "none")
 _REPOSITORY = re.compile(r"^(s3|gs|as)://\S+$")
@@ -35,6 +45,9 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _IMAGE_REPOSITORY = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+$")
 _IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _IMAGE_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# A model release (scripts/release_model): an s3:// prefix named by the content hash.
+_RELEASE_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S+)?/sha256-[0-9a-f]{64}$")
+IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 IMAGE_PATHS = {"gateway": "gpu-serving/gateway", "driftAgent": "gpu-serving/drift-agent"}
 GPU_TAINT = "nvidia.com/gpu"
 
@@ -87,6 +100,17 @@ class Triton:
     queue_time_target_us: int
     service_account_annotations: Mapping[str, str]
     canary: Canary
+    model_store_secret: str | None = None  # a Secret with the store's AWS_* variables (else IRSA)
+    model_release: ModelRelease | None = None  # None: Triton reads model_repository itself
+
+
+@dataclass(frozen=True)
+class ModelRelease:
+    """A published model release (`gpu-serving:modelRelease`, written by scripts/release_model)."""
+
+    uri: str
+    digest: str
+    size_bytes: int
 
 
 @dataclass(frozen=True)
@@ -296,11 +320,12 @@ TRITON_FIELDS = (
     "startupBudgetSeconds",
     "queueTimeTargetMicroseconds",
     "serviceAccountAnnotations",
+    "modelStoreSecret",
     "canary",
 )
 
 
-def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Triton:
+def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix, model_release: _Reader | None) -> Triton:
     reader.only(*TRITON_FIELDS)
     gpus = reader.integer("gpus", 0)
     if gpus > fleet.gpu_count:
@@ -334,7 +359,36 @@ def _triton(reader: _Reader, fleet: Fleet, matrix: platform_matrix.Matrix) -> Tr
         queue_time_target_us=reader.integer("queueTimeTargetMicroseconds", 1),
         service_account_annotations=reader.labels("serviceAccountAnnotations"),
         canary=_canary(reader.child("canary")),
+        model_store_secret=_model_store_secret(reader, model_repository),
+        model_release=_model_release(model_release, model_repository) if model_release else None,
     )
+
+
+def _model_store_secret(reader: _Reader, model_repository: str) -> str | None:
+    """Every environment that reads s3:// has credentials: a Secret, or an IRSA role (not both)."""
+    secret = reader.string("modelStoreSecret", _NAME) if "modelStoreSecret" in reader.data else None
+    irsa = IRSA_ANNOTATION in reader.labels("serviceAccountAnnotations")
+    if secret and irsa:
+        reader.fail(f"set a Secret or serviceAccountAnnotations.{IRSA_ANNOTATION}, not both", "modelStoreSecret")
+    if model_repository.startswith("s3://") and not secret and not irsa:
+        reader.fail(
+            "Triton reads s3:// without credentials: name a Secret with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY "
+            f"and AWS_DEFAULT_REGION here, or set serviceAccountAnnotations.{IRSA_ANNOTATION} (IRSA)",
+            "modelStoreSecret",
+        )
+    return secret
+
+
+def _model_release(reader: _Reader, model_repository: str) -> ModelRelease:
+    reader.only("uri", "digest", "sizeBytes")
+    digest = reader.string("digest", _IMAGE_DIGEST)
+    uri = reader.string("uri", _RELEASE_URI)
+    if not uri.endswith(f"/sha256-{digest.removeprefix('sha256:')}"):
+        reader.fail(f"{uri!r} is not the prefix of release {digest} (.../sha256-<its hex>)", "uri")
+    store = model_repository.rstrip("/")
+    if not uri.startswith(f"{store}/"):
+        reader.fail(f"{uri!r} is not under triton.modelRepository ({store}), this environment's release store", "uri")
+    return ModelRelease(uri=uri, digest=digest, size_bytes=reader.integer("sizeBytes", 1))
 
 
 STEP_KINDS = ("setWeight", "analysis", "pause")
@@ -460,7 +514,9 @@ def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix
         kubernetes_version=matrix.kubernetes_version,
         inventory=Path(inventory).name,
         fleet=fleet,
-        triton=_triton(top.child("triton"), fleet, matrix),
+        triton=_triton(
+            top.child("triton"), fleet, matrix, top.child("modelRelease") if "modelRelease" in top.data else None
+        ),
         gateway=_gateway(top.child("gateway")),
         drift_agent=_drift_agent(top.child("driftAgent")),
         monitoring=_monitoring(top.child("monitoring")),
@@ -490,7 +546,7 @@ def from_stack_file(env: str, path: Path | None = None) -> StackConfig:
     return parse(raw, env, source)
 
 
-OBJECT_KEYS = ("triton", "gateway", "driftAgent", "monitoring")
+OBJECT_KEYS = ("triton", "modelRelease", "gateway", "driftAgent", "monitoring")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ detection that ejects a failing pod for a while.
 
 from __future__ import annotations
 
-from gpu_serving import analysis
+from gpu_serving import analysis, model_store
 from gpu_serving.config import StackConfig, Step, Triton
 from gpu_serving.manifests import (
     GATEWAY,
@@ -81,12 +81,12 @@ def _container_resources(triton: Triton) -> Obj:
     limits = dict(triton.resources.limits)
     if triton.gpus:
         limits["nvidia.com/gpu"] = str(triton.gpus)
-    return {"requests": dict(triton.resources.requests), "limits": limits}
+    return {"requests": dict(triton.resources.requests) | model_store.storage_requests(triton), "limits": limits}
 
 
 def _triton_args(triton: Triton) -> list[str]:
     args = [
-        f"--model-repository={triton.model_repository}",
+        f"--model-repository={model_store.repository(triton)}",
         f"--model-control-mode={triton.model_control_mode}",
         "--strict-readiness=true",
         "--exit-on-error=true",
@@ -166,11 +166,16 @@ def triton_pod_template(cfg: StackConfig) -> Obj:
         },
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}],
     }
+    for field, entries in model_store.container(triton).items():  # the release's volume, the store's credentials
+        container[field] = container.get(field, []) + entries
     # The sidecar keeps its connections for the whole drain: without this Envoy drains for its
     # default 5 s after SIGTERM and cuts the requests Triton is still finishing.
     drain = f'{{"terminationDrainDuration": "{PRE_STOP_SECONDS + EXIT_TIMEOUT_SECONDS}s"}}'
     return {
-        "metadata": {"labels": labels, "annotations": {"proxy.istio.io/config": drain}},
+        "metadata": {
+            "labels": labels,
+            "annotations": {"proxy.istio.io/config": drain} | model_store.annotations(triton),
+        },
         "spec": {
             "serviceAccountName": "triton",
             "automountServiceAccountToken": False,
@@ -190,6 +195,7 @@ def triton_pod_template(cfg: StackConfig) -> Obj:
             "volumes": [
                 {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
                 {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+                *model_store.volumes(triton),
             ],
         },
     }
@@ -224,6 +230,7 @@ def rollout(cfg: StackConfig) -> Obj:
     annotations = _waivers(
         ("CKV_K8S_43", "no digest is recorded in platform_matrix/matrix.yml yet; the tag is pinned there"),
         ("CKV_K8S_40", f"the NGC image runs as its triton-server user, uid {TRITON_UID}"),
+        *model_store.waivers(triton),
     )
     canary: Obj = {
         "stableService": analysis.STABLE_SERVICE,
