@@ -60,7 +60,7 @@ lint: venv
 	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-playbook -i inventories/prod --syntax-check $$p >/dev/null \
 	    || { echo "syntax-check failed: $$p"; exit 1; }; echo "syntax ok: $$p"; done
 
-test-offline: venv .venv-checkov/.stamp
+test-offline: venv .venv-checkov/.stamp .cache/argo-rollouts-schema/.stamp
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m "not lab and not serving_lab"
 
 test-lab: deps venv

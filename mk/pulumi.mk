@@ -2,7 +2,8 @@
 #   make render ENV=prod     write deploy/serving/prod/ from pulumi/Pulumi.prod.yaml
 #   make render-all          dev, staging and prod (commit the result: a test checks for drift)
 #   make test-policy         the policy pack's unit tests, in .venv-policy
-.PHONY: render render-all test-policy
+#   make rollouts-schema     Argo Rollouts' schemas (npm, tests/pulumi/argo-rollouts) for tests/pulumi
+.PHONY: render render-all test-policy rollouts-schema
 
 PULUMI_ENVS := dev staging prod
 
@@ -15,3 +16,15 @@ render-all:
 TEST_TARGETS += test-policy
 test-policy: .venv-policy/.stamp
 	.venv-policy/bin/pytest -p no:cacheprovider -c /dev/null --rootdir=pulumi/policy pulumi/policy/tests
+
+# @kubernetes-models/argo-rollouts (generated from argo-rollouts v1.9.0, the pinned chart's
+# controller) at the lock file's versions, with the validator script beside its node_modules
+# (ES modules resolve packages from the script's own folder).
+ROLLOUTS_SCHEMA := .cache/argo-rollouts-schema
+ROLLOUTS_SOURCES := $(addprefix tests/pulumi/argo-rollouts/,package.json package-lock.json validate.mjs)
+rollouts-schema: $(ROLLOUTS_SCHEMA)/.stamp
+$(ROLLOUTS_SCHEMA)/.stamp: $(ROLLOUTS_SOURCES)
+	mkdir -p $(ROLLOUTS_SCHEMA)
+	cp $(ROLLOUTS_SOURCES) $(ROLLOUTS_SCHEMA)/
+	npm ci --prefix $(ROLLOUTS_SCHEMA) --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@

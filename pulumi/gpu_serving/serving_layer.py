@@ -34,6 +34,17 @@ LIVENESS_PERIOD_SECONDS = 10
 # Envoy retries only what never reached the gateway; a 503 the gateway answers (Triton not
 # ready) goes back to the client instead of being retried (Istio's default retries 503s).
 RETRY_ON = "connect-failure,refused-stream,reset"
+# Above Triton's route timeout (triton.ROUTE_TIMEOUT, 30 s): Envoy gives up on the gateway only
+# after the gateway has had Triton's answer or timeout to report.
+GATEWAY_TIMEOUT = "35s"
+# Ten 5xx in a row (the gateway answers 503 itself while Triton is away, on every replica at once,
+# hence more than Triton's five) eject a gateway replica for 30 s; never more than half of them.
+GATEWAY_OUTLIER_DETECTION = {
+    "consecutive5xxErrors": 10,
+    "interval": "10s",
+    "baseEjectionTime": "30s",
+    "maxEjectionPercent": 50,
+}
 NAME_KEY = "kubernetes.io/metadata.name"
 
 
@@ -311,7 +322,8 @@ def _authorization(cfg: StackConfig, name: str, rules: list[Obj]) -> Obj:
 
 
 def routing_objects(cfg: StackConfig) -> list[Obj]:
-    """The gateway's VirtualService (retries that never repeat an answered request), and for
+    """The gateway's VirtualService (a timeout, retries that never repeat an answered request) and
+    DestinationRule (outlier detection), and for
     the gateway and the drift agent a plaintext port for Prometheus with an
     AuthorizationPolicy: anyone may GET /metrics and the health endpoints, inference needs a
     mesh identity (mTLS), and only the drift agent may drain /v1/samples."""
@@ -327,10 +339,17 @@ def routing_objects(cfg: StackConfig) -> list[Obj]:
                     {
                         "name": GATEWAY,
                         "route": [{"destination": {"host": host, "port": {"number": GATEWAY_PORT}}}],
+                        "timeout": GATEWAY_TIMEOUT,
                         "retries": {"attempts": 2, "retryOn": RETRY_ON},
                     }
                 ],
             },
+        },
+        {
+            "apiVersion": "networking.istio.io/v1",
+            "kind": "DestinationRule",
+            "metadata": _meta(GATEWAY, cfg.triton.namespace, _labels(GATEWAY)),
+            "spec": {"host": host, "trafficPolicy": {"outlierDetection": dict(GATEWAY_OUTLIER_DETECTION)}},
         },
         _plaintext_port(cfg, GATEWAY, GATEWAY_PORT),
         _authorization(
