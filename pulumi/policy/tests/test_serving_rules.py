@@ -182,3 +182,91 @@ def test_the_pack_reports_each_rule_through_pulumi_policy() -> None:
     for policy in pack.values():
         policy.validate(args, lambda message, urn: reported.append(message))
     assert reported == ["triton/triton: requests nvidia.com/gpu but does not tolerate the nvidia.com/gpu taint"]
+
+
+ROLLOUT = "kubernetes:argoproj.io/v1alpha1:Rollout"
+TEMPLATE = "kubernetes:argoproj.io/v1alpha1:AnalysisTemplate"
+ANALYSIS = {"analysis": {"templates": [{"templateName": "triton-canary-latency"}]}}
+
+
+def rollout(steps: list[dict], **routing: object) -> dict:
+    canary = {"steps": steps, "trafficRouting": {"istio": {}, **routing}}
+    return {"metadata": {"name": "triton", "namespace": "triton"}, "spec": {"strategy": {"canary": canary}}}
+
+
+@pytest.mark.parametrize(
+    ("steps", "rules"),
+    [
+        ([{"setWeight": 5}, ANALYSIS, {"setWeight": 50}, ANALYSIS], set()),
+        ([{"setWeight": 5}, ANALYSIS, {"setWeight": 100}], set()),
+        ([{"setWeight": 5}, ANALYSIS, {"setWeight": 50}, {"pause": {"duration": "5m"}}], {"analyse"}),
+        ([{"setWeight": 5}, {"setWeight": 50}, ANALYSIS], {"analyse"}),
+        ([{"setWeight": 5}, {"analysis": {"templates": []}}, {"setWeight": 50}, ANALYSIS], {"analyse"}),
+        ([], {"analyse"}),
+        ([{"setWeight": 50}, ANALYSIS, {"setWeight": 5}, ANALYSIS], {"weights"}),
+        ([{"setWeight": 5}, ANALYSIS, {"setWeight": 150}, ANALYSIS], {"weights"}),
+    ],
+    ids=[
+        "5-50",
+        "ends-at-100",
+        "pause-is-no-analysis",
+        "weight-after-weight",
+        "empty-analysis",
+        "no-steps",
+        "shrinks",
+        "above-100",
+    ],
+)
+def test_rollouts_analyse_between_weights_that_grow_to_100(steps: list[dict], rules: set[str]) -> None:
+    names = {"rollouts-analyse-between-weights": "analyse", "rollout-weights-end-at-100": "weights"}
+    assert {names[name] for name, _ in violations(ROLLOUT, rollout(steps))} == rules
+
+
+def test_a_skipped_analysis_is_named_by_its_step() -> None:
+    (message,) = [m for _, m in violations(ROLLOUT, rollout([{"setWeight": 5}, {"setWeight": 50}, ANALYSIS]))]
+    assert message == (
+        "triton/triton: steps[1] setWeight 50 follows setWeight 5 (steps[0]) with no analysis step between them"
+    )
+
+
+def test_weights_must_be_percentages_and_blue_green_needs_pre_promotion_analysis() -> None:
+    scaled = rollout([{"setWeight": 5}, ANALYSIS], maxTrafficWeight=1000)
+    assert [name for name, _ in violations(ROLLOUT, scaled)] == ["rollout-weights-end-at-100"]
+    blue_green = {"metadata": {"name": "b"}, "spec": {"strategy": {"blueGreen": {"activeService": "a"}}}}
+    assert [name for name, _ in violations(ROLLOUT, blue_green)] == ["rollouts-analyse-between-weights"]
+    blue_green["spec"]["strategy"]["blueGreen"]["prePromotionAnalysis"] = {"templates": [{"templateName": "t"}]}
+    assert violations(ROLLOUT, blue_green) == []
+
+
+GUARD = "len(result) == 1 && !isNaN(result[0]) && "
+
+
+def template(success: str | None, failure: str | None, provider: str = "prometheus") -> dict:
+    metric: dict = {"name": "p95", "provider": {provider: {}}}
+    if success is not None:
+        metric["successCondition"] = success
+    if failure is not None:
+        metric["failureCondition"] = failure
+    return {"metadata": {"name": "t", "namespace": "triton"}, "spec": {"metrics": [metric]}}
+
+
+@pytest.mark.parametrize(
+    ("success", "failure", "broken"),
+    [
+        (GUARD + "result[0] <= 1.2", GUARD + "result[0] > 1.2", False),
+        ("result[0] <= 1.2", GUARD + "result[0] > 1.2", True),  # no data: an error, NaN: failure
+        (GUARD + "result[0] <= 1.2", None, True),  # success alone: no data fails the measurement
+        ("len(result) > 0 && result[0] <= 1.2", GUARD + "result[0] > 1.2", True),  # NaN slips through
+        (GUARD + "result[0] <= 1.2 || len(result) == 0", GUARD + "result[0] > 1.2", True),  # no data succeeds
+        (GUARD + "(result[0] <= 1.2 || result[0] < 0)", GUARD + "result[0] > 1.2", False),
+    ],
+    ids=["guarded", "unguarded", "success-only", "no-nan-check", "or-no-data", "or-in-parentheses"],
+)
+def test_analysis_templates_treat_no_data_as_inconclusive(success: str, failure: str, broken: bool) -> None:
+    found = violations(TEMPLATE, template(success, failure))
+    assert bool(found) is broken
+    assert all(name == "analysis-treats-no-data-as-inconclusive" for name, _ in found)
+
+
+def test_job_metrics_have_no_conditions_to_guard() -> None:
+    assert violations(TEMPLATE, template(None, None, provider="job")) == []
