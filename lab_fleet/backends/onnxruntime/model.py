@@ -5,11 +5,16 @@ backend "onnxruntime" or platform "onnxruntime_onnx", so the serving lab serves
 model_repository/ with its configs unchanged (the NGC images carry the C++ backend instead).
 Inputs and outputs are matched by name; a batching model's requests of one `execute` call run
 as one batch, which is what dynamic batching hands over.
+
+Lab-only config parameter: `lab_execute_delay_ms` (string, milliseconds, default 0) sleeps that
+long in every `execute`, making a model honestly slower by a fixed service time (the canary
+tests' "slower release"); the C++ backend of the NGC images has no such parameter.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +39,12 @@ class TritonPythonModel:
         self.batching = int(config.get("max_batch_size", 0)) > 0
         self.inputs = [spec["name"] for spec in config["input"]]
         self.outputs = {spec["name"]: pb_utils.triton_string_to_numpy(spec["data_type"]) for spec in config["output"]}
+        delay = config.get("parameters", {}).get("lab_execute_delay_ms", {}).get("string_value", "0")
+        self.delay_s = float(delay) / 1000
 
     def execute(self, requests: list[Any]) -> list[Any]:
+        if self.delay_s:
+            time.sleep(self.delay_s)
         try:
             if self.batching:
                 return self._run_batched(requests)
