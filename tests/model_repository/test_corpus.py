@@ -22,7 +22,9 @@ from model_repo_check.example_models import IR_VERSION, OPSET, text_classifier
 
 TC, IP = "text-classifier", "image-preprocess"
 Mutation = Callable[[Path], None]
-BATCHING_BLOCK = re.compile(r"^dynamic_batching \{[^}]*\}\n?", re.MULTILINE)
+# The block up to its closing brace at the start of a line: nested messages (the queue policy)
+# close indented.
+BATCHING_BLOCK = re.compile(r"^dynamic_batching \{.*?^\}\n?", re.MULTILINE | re.DOTALL)
 
 
 def edit(model: str, old: str, new: str) -> Mutation:
