@@ -1,4 +1,4 @@
-# Container images of the serving layer (images/): podman from a debootstrap base of Debian's
+# Container images of the serving layer (serving/images/): podman from a debootstrap base of Debian's
 # packages, pinned in platform_matrix/matrix.yml (container_base); no registry is needed.
 #   make image-base      the base image (debootstrap tarball cached in LAB_CACHE_DIR, then podman import)
 #   make image-gateway   localhost/gpu-serving/gateway:<revision>, entrypoint python -m serving.gateway, port 8000
@@ -7,4 +7,4 @@
 .PHONY: image-base image-gateway image-drift
 
 image-base image-gateway image-drift: image-%: deps venv
-	$(BIN)/python -m images $*
+	$(BIN)/python -m serving.images $*

@@ -1,4 +1,4 @@
-"""The gateway and drift images (images/, `make image-gateway`, `make image-drift`) built with
+"""The gateway and drift images (serving/images/, `make image-gateway`, `make image-drift`) built with
 podman from the Debian base and run on the host's loopback: the gateway against the lab's real
 tritonserver (ready, the same answer as Triton direct), the drift agent against the gateway
 container. The base comes from the cache when it is there (a cold debootstrap adds about 80 s)."""
@@ -15,16 +15,16 @@ import httpx
 import numpy as np
 import pytest
 
-from images.__main__ import cache_dir
-from images.apps import APPS
-from images.base import ensure_base
-from images.build import Built, build
-from images.container import Container
-from images.podman import podman
 from lab_fleet.processes import LOOPBACK, ServerError, free_port, wait_ready
 from lab_fleet.serving import ServingLab
 from lab_fleet.triton import REPO
 from platform_matrix import load
+from serving.images.__main__ import cache_dir
+from serving.images.apps import APPS
+from serving.images.base import ensure_base
+from serving.images.build import Built, build
+from serving.images.container import Container
+from serving.images.podman import podman
 from tests.serving_lab.clients import infer
 
 pytestmark = pytest.mark.serving_lab

@@ -1,4 +1,4 @@
-"""images/ without podman: pins come from the requirements files, each Containerfile runs its app's
+"""serving/images/ without podman: pins come from the requirements files, each Containerfile runs its app's
 module on its port as a non-root user, and a moved Debian mirror names the pin to change."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from images.apps import APPS, App, RequirementError, requirement_lines
-from images.base import BaseImageError, check_python, installed_version
 from platform_matrix import load
+from serving.images.apps import APPS, App, RequirementError, requirement_lines
+from serving.images.base import BaseImageError, check_python, installed_version
 
 SPEC = load().data["container_base"]
 

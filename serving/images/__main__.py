@@ -1,4 +1,4 @@
-"""python -m images {base,gateway,drift}: build an image (the base first, from the cache if it is
+"""python -m serving.images {base,gateway,drift}: build an image (the base first, from the cache if it is
 there) and print its tag; times go to stderr."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import os
 import sys
 from pathlib import Path
 
-from images.apps import APPS, RequirementError
-from images.base import BaseImageError, ensure_base
-from images.build import build
-from images.podman import PodmanError
 from platform_matrix import MatrixError, load
+from serving.images.apps import APPS, RequirementError
+from serving.images.base import BaseImageError, ensure_base
+from serving.images.build import build
+from serving.images.podman import PodmanError
 
 
 def cache_dir() -> Path:
@@ -22,7 +22,7 @@ def cache_dir() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m images", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m serving.images", description=__doc__)
     parser.add_argument("image", choices=["base", *APPS])
     args = parser.parse_args(argv)
     try:

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from images.podman import podman, podman_ok
 from lab_fleet.image import mirrors
+from serving.images.podman import podman, podman_ok
 
 RECIPE_VERSION = 1
 BASE_REPOSITORY = "localhost/gpu-serving/base"

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from images.apps import REPO, App, requirement_lines
-from images.podman import podman, podman_ok
+from serving.images.apps import REPO, App, requirement_lines
+from serving.images.podman import podman, podman_ok
 
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -34,7 +34,7 @@ def revision() -> str:
     """The commit the image is built from, with `-dirty` when the work tree differs from it."""
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
     dirty = subprocess.run(
-        ["git", "-C", str(REPO), "status", "--porcelain", "--", "serving", "model_repository", "images"],
+        ["git", "-C", str(REPO), "status", "--porcelain", "--", "serving", "model_repository"],
         capture_output=True,
         text=True,
         check=True,
@@ -50,7 +50,10 @@ def _model_files(directory: str, names: list[str]) -> list[str]:
 def assemble(app: App, context: Path) -> None:
     shutil.copy2(app.containerfile, context / "Containerfile")
     (context / "requirements.txt").write_text("\n".join(requirement_lines(app)) + "\n")
-    shutil.copytree(REPO / "serving", context / "serving", ignore=_SKIP)
+    # The serving package without its image recipes (this folder): an image needs no builder.
+    shutil.copytree(
+        REPO / "serving", context / "serving", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "images")
+    )
     shutil.copytree(REPO / "model_repository", context / "model_repository", ignore=_model_files)
 
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REQUIREMENTS = (REPO / "requirements.txt", REPO / "requirements-dev.txt")
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<extras>\[[^\]]*\])?==(?P<version>\S+)")
 
@@ -72,5 +72,7 @@ def requirement_lines(app: App, files: tuple[Path, ...] = REQUIREMENTS) -> list[
     missing = [name for name in app.packages if _canonical(name) not in known]
     if missing:
         where = ", ".join(path.name for path in files)
-        raise RequirementError(f"images/apps.py: {app.name} needs {', '.join(missing)}, but {where} pin none exactly")
+        raise RequirementError(
+            f"serving/images/apps.py: {app.name} needs {', '.join(missing)}, but {where} pin none exactly"
+        )
     return [known[_canonical(name)][0] for name in app.packages]

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping
 from types import TracebackType
 
-from images.podman import podman, podman_ok
+from serving.images.podman import podman, podman_ok
 
 
 class Container:
