@@ -35,16 +35,12 @@ which aborts the Rollout and sends all traffic back to stable. `initialDelay` eq
 the first measurement of a step sees a full window of that step's traffic.
 
 The golden Job's requests reach Triton too (1,000 single-row requests per track with the shipped
-golden set). So the accuracy template belongs in its own analysis step BEFORE the first setWeight
-(after `setCanaryScale` gives the canary a pod): no user sees a less accurate model, and its
-requests never count for the latency and error metrics: those run in later steps, each count
-window starts at its step's start (`initialDelay` = `window`) and increase() ignores what
-happened before a window's first sample. Triton's summary window is about a minute (in the lab an
-idle tritonserver 2.51 kept its quantiles for 40 s and changed them between 60 and 70 s), so the
-first P95s of the 5% step still see the golden requests: one row each, like user requests, they
-measure the canary as user traffic would, and the count guard keeps them from deciding alone.
-Steps: setCanaryScale 1 -> analysis accuracy -> setWeight 5 -> analysis latency, errors ->
-setWeight 50 -> analysis latency, errors -> setWeight 100.
+golden set), so the accuracy metric waits until the latency and error metrics of its analysis
+step have taken their last measurement (GOLDEN_DELAY = initialDelay + (count - 1) * interval +
+interval): its requests never overlap them, and in the next step the count windows start after
+it (`initialDelay` = `window`, and increase() ignores what happened before a window's first
+sample). A canary without traffic ends Inconclusive before the Job ever starts. The price: a
+less accurate canary is caught at the end of the 5% step, not before it.
 
 Names the Rollout must match (owned by the Rollout's module): args `stable-hash` / `canary-hash`
 (`podTemplateHashValue: Stable` / `Latest`), the Services STABLE_SERVICE / CANARY_SERVICE (the
@@ -81,12 +77,13 @@ MODEL = "text-classifier"
 # requests give the P95 five tail samples; at 5 % canary weight that is 33 requests/s in total.
 WINDOW = "1m"
 MIN_REQUESTS = 100
-INTERVAL = WINDOW
+INTERVAL = "30s"
 COUNT = 3
+GOLDEN_DELAY = "2m30s"  # after the measurements at 1m, 1m30s and 2m
 FAILURE_LIMIT = 1  # a second failed measurement of three fails the metric
 INCONCLUSIVE_LIMIT = 1  # a second empty/NaN measurement of three ends it Inconclusive
 GOLDEN_DEADLINE_SECONDS = 600
-APP_UID = 10001  # the serving images' USER (images/gateway/Containerfile)
+APP_UID = 10001  # the serving images' USER (serving/images/gateway/Containerfile)
 # Where the gateway image keeps the repository's model_repository/ (its WORKDIR is /opt/app).
 IMAGE_WORKDIR = "/opt/app"
 
@@ -113,15 +110,16 @@ def latency_query() -> str:
     """Canary P95 / stable P95, empty unless the canary served `min-requests` in `window`."""
     served = _increase("canary-hash", "nv_inference_request_success")
     return (
-        f"(\n  {_p95('canary-hash')}\n  /\n  {_p95('stable-hash')}\n)\nand on ()\n{served} >= {_arg('min-requests')}\n"
+        f"(\n  {_p95('canary-hash')}\n  /\n  {_p95('stable-hash')}\n)\nand on ()\n{served}\n>= {_arg('min-requests')}\n"
     )
 
 
 def error_query() -> str:
     """The canary's failed / all requests in `window`, empty unless it served `min-requests`."""
     failed = _increase("canary-hash", "nv_inference_request_failure")
-    total = f"({_increase('canary-hash', 'nv_inference_request_success')} + {failed})"
-    return f"{failed}\n/\n{total}\nand on ()\n{total} >= {_arg('min-requests')}\n"
+    served = _increase("canary-hash", "nv_inference_request_success")
+    total = f"(\n  {served}\n  +\n  {failed}\n)"
+    return f"{failed}\n/\n{total}\nand on ()\n{total}\n>= {_arg('min-requests')}\n"
 
 
 def _data() -> str:
@@ -243,6 +241,7 @@ def accuracy_template(cfg: StackConfig) -> Obj:
     # aborts. Conservative on purpose: an accuracy check that could not run never promotes.
     metric = {
         "name": "golden-accuracy",
+        "initialDelay": GOLDEN_DELAY,
         "count": 1,
         "failureLimit": 0,
         "inconclusiveLimit": 0,

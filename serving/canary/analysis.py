@@ -25,7 +25,8 @@ utils/evaluate, metricproviders/prometheus and job, read at v1.9):
 
 Where the lab differs from a cluster, the difference is a constructor argument, never a change to
 a query or a condition: `prometheus_url` replaces the in-cluster Prometheus address, `timing`
-replaces interval and initialDelay (to keep tests short), and `run_job` runs the Job's container
+scales interval and initialDelay (to keep tests short; a caller scaling them also scales the
+arguments that must match them, such as the templates' `window`), and `run_job` runs the Job's container
 (the lab runs its command on this machine).
 """
 
@@ -101,10 +102,9 @@ def substitute(value: Any, args: Mapping[str, str], where: str) -> Any:
 
 @dataclass(frozen=True)
 class Timing:
-    """Lab overrides of the metrics' waits, in seconds; None keeps the template's."""
+    """The lab's time compression: every wait of the templates multiplied by `scale`."""
 
-    interval: float | None = None
-    initial_delay: float | None = None
+    scale: float = 1.0
 
 
 @dataclass
@@ -220,15 +220,11 @@ class AnalysisRun:
 
     def _waits(self, metric: Mapping[str, Any]) -> tuple[float, float]:
         where = f"metric {metric['name']!r}"
-        interval = self.timing.interval
-        if interval is None:
-            interval = duration_seconds(metric["interval"], f"{where} interval") if metric.get("interval") else 0.0
-        delay = self.timing.initial_delay
-        if delay is None:
-            delay = (
-                duration_seconds(metric["initialDelay"], f"{where} initialDelay") if metric.get("initialDelay") else 0.0
-            )
-        return delay, interval
+        waits = [
+            duration_seconds(metric[key], f"{where} {key}") if metric.get(key) else 0.0
+            for key in ("initialDelay", "interval")
+        ]
+        return waits[0] * self.timing.scale, waits[1] * self.timing.scale
 
     def _measure(self, metric: Mapping[str, Any]) -> Measurement:
         started = time.monotonic() - self._started
@@ -297,7 +293,7 @@ class AnalysisRun:
                 return
             last = self.results[metric["name"]].measurements[-1]
             # Argo retries an errored measurement after 10 s (DefaultErrorRetryInterval), else `interval`.
-            wait = 10.0 if last.phase == ERROR and self.timing.interval is None else interval
+            wait = 10.0 * self.timing.scale if last.phase == ERROR else interval
             if self._terminating.wait(wait):
                 return
 

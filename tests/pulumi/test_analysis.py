@@ -26,7 +26,7 @@ from gpu_serving.analysis import (
 )
 from gpu_serving.config import from_stack_file
 
-from serving.canary.analysis import AnalysisRun, MetricResult, assess, substitute
+from serving.canary.analysis import AnalysisRun, MetricResult, assess, duration_seconds, substitute
 from serving.canary.conditions import evaluate
 
 SCHEMA = Path(__file__).with_name("argo-rollouts-analysistemplate.schema.json")
@@ -190,3 +190,14 @@ def test_args_are_substituted_everywhere_and_unknown_ones_refused(templates: lis
     assert "{{" not in json.dumps(resolved)
     with pytest.raises(ValueError, match=r"\{\{args.model\}\} is not an argument"):
         substitute(metric, {"stable-url": "a:1", "canary-url": "b:2"}, "golden")
+
+
+def test_the_golden_job_starts_after_the_last_prometheus_measurement(templates: list[dict[str, Any]]) -> None:
+    """Its requests must not reach the canary while its step's latency and errors are measured."""
+    golden = next(m for n, m in _metrics(templates) if n == ACCURACY_TEMPLATE)
+    for name, metric in _metrics(templates):
+        if "prometheus" in metric["provider"]:
+            last = duration_seconds(metric["initialDelay"], name) + (metric["count"] - 1) * duration_seconds(
+                metric["interval"], name
+            )
+            assert duration_seconds(golden["initialDelay"], "golden") > last, name
