@@ -117,8 +117,12 @@ def test_a_broken_model_repository_fails_up_with_tritons_reason_and_stops_alertm
     shutil.copytree(REPO / "model_repository/text-classifier", models / "text-classifier")
     config = models / "text-classifier/config.pbtxt"
     # A preferred batch size above max_batch_size, whatever the committed batching block holds.
+    # The whole block, up to its closing brace at the start of a line (the queue policy nests).
     broken, count = re.subn(
-        r"dynamic_batching\s*\{[^}]*\}", "dynamic_batching { preferred_batch_size: [4, 4096] }", config.read_text()
+        r"^dynamic_batching \{.*?^\}",
+        "dynamic_batching { preferred_batch_size: [4, 4096] }",
+        config.read_text(),
+        flags=re.MULTILINE | re.DOTALL,
     )
     assert count == 1, f"{config} has no dynamic_batching block to break"
     config.write_text(broken)
