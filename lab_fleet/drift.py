@@ -6,17 +6,17 @@ it (`ServingLab(drift_target=...)`) before the gateway it reads from exists."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
-from lab_fleet.processes import LOOPBACK, free_port, spawn, stop_group, wait_ready
+from lab_fleet.processes import LOOPBACK, ServerProcess, free_port
 from lab_fleet.triton import REPO
 
 
-class DriftAgentProcess:
+class DriftAgentProcess(ServerProcess):
+    name = "serving.drift"
+
     def __init__(
         self, gateway_url: str, run_dir: Path, extra_args: Sequence[str] = (), port: int | None = None
     ) -> None:
@@ -24,8 +24,7 @@ class DriftAgentProcess:
         self.run_dir = Path(run_dir)
         self.extra_args = list(extra_args)
         self.port = port or free_port()
-        self.log = self.run_dir / "drift-agent.log"
-        self._proc: subprocess.Popen[bytes] | None = None
+        super().__init__(self.run_dir / "drift-agent.log")
 
     @property
     def url(self) -> str:
@@ -47,29 +46,5 @@ class DriftAgentProcess:
 
     def start(self, timeout: float = 60) -> None:
         """Start and wait until /livez answers (readiness needs the gateway: the caller waits for it)."""
-        self.stop()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(REPO)}  # `-m serving.drift` from any working directory
-        self._proc = spawn(self.command(), self.log, env)
-        try:
-            wait_ready(f"{self.url}/livez", timeout, "serving.drift", self._proc, self.log)
-        except BaseException:
-            self.stop()
-            raise
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        stop_group(proc.pid)
-        proc.wait()
-
-    def __enter__(self) -> DriftAgentProcess:
-        if self._proc is None:
-            self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()
+        self._launch(self.command(), env, f"{self.url}/livez", timeout)

@@ -19,6 +19,8 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 LOOPBACK = "127.0.0.1"
 
@@ -145,3 +147,55 @@ class ServerError(RuntimeError):
     def __init__(self, message: str, log: Path | None = None) -> None:
         excerpt = log_excerpt(log)
         super().__init__(f"{message}\n--- {log} (errors, last lines) ---\n{excerpt}" if excerpt else message)
+
+
+class ServerProcess:
+    """One server this code starts and always stops: `with Server(...) as server:`.
+
+    Subclasses set `name` and `log` and implement `start()` (choose ports, then `_launch`).
+    Entering starts the server unless it runs already; leaving stops its process group."""
+
+    name = "server"
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout: float = 60) -> None:
+        raise NotImplementedError
+
+    def _launch(self, argv: Sequence[str], env: Mapping[str, str], ready_url: str, timeout: float) -> None:
+        """Spawn `argv` and wait until `ready_url` answers 200; stopped again when it does not."""
+        self.stop()
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._proc = spawn(argv, self.log, env)
+        try:
+            wait_ready(ready_url, timeout, self.name, self._proc, self.log)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        stop_group(proc.pid)
+        proc.wait()
+
+    def __enter__(self) -> Self:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()

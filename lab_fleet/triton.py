@@ -14,9 +14,8 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
-from lab_fleet.processes import LOOPBACK, ServerError, free_port, spawn, stop_group, wait_ready
+from lab_fleet.processes import LOOPBACK, ServerError, ServerProcess, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 TRITON_VENV = REPO / ".venv-triton"
@@ -62,16 +61,17 @@ def assemble_backends(target: Path) -> Path:
     return target
 
 
-class TritonProcess:
+class TritonProcess(ServerProcess):
     """tritonserver on free loopback ports; `with TritonProcess(...) as triton:` stops it on exit."""
+
+    name = "tritonserver"
 
     def __init__(self, model_repository: Path, run_dir: Path, extra_args: Sequence[str] = ()) -> None:
         self.model_repository = Path(model_repository)
         self.run_dir = Path(run_dir)
         self.extra_args = list(extra_args)
-        self.log = self.run_dir / "tritonserver.log"
         self.ports: dict[str, int] = {}
-        self._proc: subprocess.Popen[bytes] | None = None
+        super().__init__(self.run_dir / "tritonserver.log")
 
     def _port(self, name: str) -> int:
         if name not in self.ports:
@@ -89,10 +89,6 @@ class TritonProcess:
     @property
     def metrics_url(self) -> str:
         return f"http://{LOOPBACK}:{self._port('metrics')}/metrics"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
 
     def command(self) -> list[str]:
         server = _site_packages() / "pytriton/tritonserver/bin/tritonserver"
@@ -115,35 +111,14 @@ class TritonProcess:
 
     def start(self, timeout: float = 60) -> None:
         """Start on fresh free ports and wait for readiness; a server already started stays as it is."""
-        if self._proc is not None and self._proc.poll() is None:
+        if self.running:
             return
-        self.stop()
         site = _site_packages()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         assemble_backends(self.run_dir / "backends")
         self.ports = {name: free_port() for name in ("http", "grpc", "metrics")}
-        self._proc = spawn(self.command(), self.log, _env(site / "nvidia_pytriton.libs"))
-        try:
-            wait_ready(f"{self.http_url}/v2/health/ready", timeout, "tritonserver", self._proc, self.log)
-        except BaseException:
-            self.stop()
-            raise
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        stop_group(proc.pid)
-        proc.wait()
-
-    def __enter__(self) -> TritonProcess:
-        self.start()  # nothing to do when the caller started it already
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()
+        env = _env(site / "nvidia_pytriton.libs")
+        self._launch(self.command(), env, f"{self.http_url}/v2/health/ready", timeout)
 
 
 def perf_analyzer(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
