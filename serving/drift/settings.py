@@ -3,11 +3,12 @@ container sets those) and a default. `python -m serving.drift --help` lists them
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from serving.options import Option, env_parser
 
 # The defaults, justified in serving/drift/README.md ("Thresholds"). monitoring/rules.py alerts
 # on the same share (a unit test keeps the two equal).
@@ -34,7 +35,7 @@ class Settings:
 
 
 # option -> (environment variable, type, help)
-OPTIONS: dict[str, tuple[str, type, str]] = {
+OPTIONS: dict[str, Option] = {
     "gateway": ("DRIFT_GATEWAY", str, "the gateway's base URL, e.g. http://127.0.0.1:8000 (required)"),
     "reference_dir": ("DRIFT_REFERENCE_DIR", Path, "model repository with <model>/drift_reference.csv"),
     "host": ("DRIFT_HOST", str, "address to listen on"),
@@ -52,18 +53,13 @@ OPTIONS: dict[str, tuple[str, type, str]] = {
 def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     environ = os.environ if environ is None else environ
     defaults = Settings(gateway="")
-    parser = argparse.ArgumentParser(
-        prog="python -m serving.drift",
-        description="Drift agent: gateway samples vs the release's reference window, as Prometheus metrics.",
+    parser = env_parser(
+        "python -m serving.drift",
+        "Drift agent: gateway samples vs the release's reference window, as Prometheus metrics.",
+        OPTIONS,
+        defaults,
+        environ,
     )
-    for name, (variable, kind, text) in OPTIONS.items():
-        default = environ.get(variable, getattr(defaults, name))
-        parser.add_argument(
-            f"--{name.replace('_', '-')}",
-            type=kind,
-            default=kind(default) if default != "" else default,
-            help=f"{text} [env {variable}; default {getattr(defaults, name) or 'none'}]",
-        )
     args = parser.parse_args(argv)
     if not args.gateway:
         parser.error("--gateway (or DRIFT_GATEWAY) is required")

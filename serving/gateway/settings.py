@@ -3,11 +3,12 @@ container sets those) and a default. `python -m serving.gateway --help` lists th
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from serving.options import Option, env_parser
 
 MAPPINGS = Path(__file__).resolve().parent / "mappings"
 
@@ -30,7 +31,7 @@ class Settings:
 
 
 # option -> (environment variable, type, help)
-OPTIONS: dict[str, tuple[str, type, str]] = {
+OPTIONS: dict[str, Option] = {
     "triton_grpc": ("GATEWAY_TRITON_GRPC", str, "Triton's gRPC endpoint, HOST:PORT (required)"),
     "host": ("GATEWAY_HOST", str, "address to listen on"),
     "port": ("GATEWAY_PORT", int, "HTTP port"),
@@ -50,18 +51,13 @@ OPTIONS: dict[str, tuple[str, type, str]] = {
 def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     environ = os.environ if environ is None else environ
     defaults = Settings(triton_grpc="")
-    parser = argparse.ArgumentParser(
-        prog="python -m serving.gateway",
-        description="HTTP gateway in front of Triton: business JSON in, tensors over gRPC, business JSON out.",
+    parser = env_parser(
+        "python -m serving.gateway",
+        "HTTP gateway in front of Triton: business JSON in, tensors over gRPC, business JSON out.",
+        OPTIONS,
+        defaults,
+        environ,
     )
-    for name, (variable, kind, text) in OPTIONS.items():
-        default = environ.get(variable, getattr(defaults, name))
-        parser.add_argument(
-            f"--{name.replace('_', '-')}",
-            type=kind,
-            default=kind(default) if default != "" else default,
-            help=f"{text} [env {variable}; default {getattr(defaults, name) or 'none'}]",
-        )
     args = parser.parse_args(argv)
     if not args.triton_grpc:
         parser.error("--triton-grpc (or GATEWAY_TRITON_GRPC) is required")
