@@ -15,11 +15,14 @@ from lab_fleet.triton import REPO
 class GatewayProcess(ServerProcess):
     name = "serving.gateway"
 
-    def __init__(self, triton_grpc: str, run_dir: Path, extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, triton_grpc: str, run_dir: Path, extra_args: Sequence[str] = (), port: int | None = None
+    ) -> None:
         self.triton_grpc = triton_grpc
         self.run_dir = Path(run_dir)
         self.extra_args = list(extra_args)
-        self.port: int | None = None
+        self.fixed_port = port  # chosen beforehand, so that a lab's Prometheus scrapes it from the start
+        self.port: int | None = port
         super().__init__(self.run_dir / "gateway.log")
 
     @property
@@ -38,7 +41,8 @@ class GatewayProcess(ServerProcess):
         ]
 
     def start(self, timeout: float = 60) -> None:
-        """Start on a free port and wait until /readyz answers 200 (Triton and every model ready)."""
-        self.port = free_port()
+        """Start (on a free port unless one was given) and wait until /readyz answers 200 (Triton
+        and every model ready)."""
+        self.port = self.fixed_port or free_port()
         env = {**os.environ, "PYTHONPATH": str(REPO)}  # `-m serving.gateway` from any working directory
         self._launch(self.command(), env, f"{self.url}/readyz", timeout)

@@ -49,6 +49,7 @@ DEFAULT_ALERTMANAGER_CONFIG = REPO / "monitoring/alertmanager.yml"
 TRITON_JOB = "triton"
 LIMITER_JOB = "cgroup-limiter"
 DRIFT_JOB = "drift-agent"
+GATEWAY_JOB = "gateway"  # as the gateway's Service and ServiceMonitor name it (pulumi/)
 # Debian package -> its server binary (the lab checks the version of each against the matrix).
 BINARIES = {"prometheus": "prometheus", "prometheus-alertmanager": "prometheus-alertmanager"}
 HEALTH_PATHS = {"tritonserver": "/v2/health/ready", "prometheus": "/-/ready", "alertmanager": "/-/ready"}
@@ -116,11 +117,15 @@ def validate(rules: Path, alertmanager_config: Path) -> None:
 
 
 def prometheus_config(
-    triton_metrics: str, alertmanager: str, rules: Path, limiter: str | None, drift: str | None = None
+    triton_metrics: str,
+    alertmanager: str,
+    rules: Path,
+    limiter: str | None,
+    drift: str | None = None,
+    gateway: str | None = None,
 ) -> dict[str, Any]:
-    jobs = [(TRITON_JOB, triton_metrics)] + [
-        (job, target) for job, target in ((LIMITER_JOB, limiter), (DRIFT_JOB, drift)) if target
-    ]
+    optional = ((LIMITER_JOB, limiter), (DRIFT_JOB, drift), (GATEWAY_JOB, gateway))
+    jobs = [(TRITON_JOB, triton_metrics)] + [(job, target) for job, target in optional if target]
     interval = f"{SCRAPE_INTERVAL_S}s"
     return {
         "global": {
@@ -163,6 +168,7 @@ class ServingLab:
         alertmanager_config: Path = DEFAULT_ALERTMANAGER_CONFIG,
         limiter_target: str | None = None,
         drift_target: str | None = None,
+        gateway_target: str | None = None,
         triton_args: Sequence[str] = (),
         matrix_path: Path = MATRIX_PATH,
     ) -> None:
@@ -171,6 +177,7 @@ class ServingLab:
         self.alertmanager_config = Path(alertmanager_config).resolve()
         self.limiter_target = limiter_target
         self.drift_target = drift_target  # HOST:PORT of a drift agent the caller starts (lab_fleet/drift.py)
+        self.gateway_target = gateway_target  # HOST:PORT of a gateway the caller starts (lab_fleet/gateway.py)
         self.matrix_path = Path(matrix_path)
         self.state_file = self.run_dir / "state.json"
         self.triton = TritonProcess(model_repository, self.run_dir / "triton", triton_args)
@@ -273,7 +280,9 @@ class ServingLab:
         base = self.run_dir / "prometheus"
         metrics = self.triton.metrics_url.removeprefix("http://").removesuffix("/metrics")
         alertmanager = self.alertmanager_url.removeprefix("http://")
-        config = prometheus_config(metrics, alertmanager, base / "rules.yml", self.limiter_target, self.drift_target)
+        config = prometheus_config(
+            metrics, alertmanager, base / "rules.yml", self.limiter_target, self.drift_target, self.gateway_target
+        )
         (base / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
         argv = [
             shutil.which(BINARIES["prometheus"]) or BINARIES["prometheus"],

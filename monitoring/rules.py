@@ -362,12 +362,14 @@ GATEWAY_LATENCY_P95_TARGET_S = LATENCY_P99_TARGET_US / 1_000_000
 
 
 def gateway_rules() -> Group:
-    failed = 'sum by (model) (rate(gateway_requests_total{code=~"5.."}[5m]))'
+    total = "sum by (model) (rate(gateway_requests_total[5m]))"
+    # A code's series exists only once the gateway answered it: no 5xx yet is 0, not absent.
+    failed = f'(sum by (model) (rate(gateway_requests_total{{code=~"5.."}}[5m])) or {total} * 0)'
     return group(
         "gateway.rules",
         record(GATEWAY_REQUESTS, "sum by (model, code) (rate(gateway_requests_total[5m]))"),
         # Absent, not NaN, while the model gets no requests.
-        record(GATEWAY_5XX_RATIO, f"{failed}\n/\n(sum by (model) (rate(gateway_requests_total[5m])) > 0)"),
+        record(GATEWAY_5XX_RATIO, f"{failed}\n/\n({total} > 0)"),
         record(
             GATEWAY_LATENCY_P95,
             "histogram_quantile(0.95, sum by (model, le) (rate(gateway_request_duration_seconds_bucket[5m])))",

@@ -1,6 +1,6 @@
 """Every recording rule and every dashboard panel returns data from the lab's Prometheus while perf_analyzer loads every
-example model version, with the template variables set to that model and version; and the
-recorded Triton scrape (tests/monitoring/fixtures) still has the live server's metric names.
+example model version and requests go through the lab's gateway, with the template variables set to that model and
+version; and the recorded Triton scrape (tests/monitoring/fixtures) still has the live server's metric names.
 
 Panels that read the DCGM exporter (a GPU node) or the cgroup limiter (a node agent) cannot
 have data here: they are skipped, each with that reason, and every other panel must not be empty.
@@ -8,6 +8,7 @@ have data here: they are skipped, each with that reason, and every other panel m
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -16,9 +17,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 
+import httpx
+import numpy as np
 import pytest
 import yaml
 
+from lab_fleet.gateway import GatewayProcess
 from lab_fleet.serving import ServingLab
 from monitoring import dashboards, metric_names
 from monitoring.build import RULE_FILE
@@ -77,10 +81,30 @@ def _missing_records(lab: ServingLab, versions: Versions) -> list[str]:
     return missing
 
 
+def _through_the_gateway(gateway: GatewayProcess, seconds: float) -> None:
+    """Business requests for both example models, one at a time, for `seconds`."""
+    rng = np.random.default_rng(7)
+    bodies = {
+        "text-classifier": lambda: {"embedding": rng.standard_normal(32).tolist()},
+        "image-preprocess": lambda: {
+            "image": base64.b64encode(rng.integers(0, 256, (224, 224, 3), dtype=np.uint8).tobytes()).decode()
+        },
+    }
+    deadline = time.monotonic() + seconds
+    with httpx.Client(base_url=gateway.url, timeout=10) as client:
+        while time.monotonic() < deadline:
+            for model, body in bodies.items():
+                response = client.post(f"/v1/{model}", json=body())
+                assert response.status_code == 200, f"{model}: {response.status_code} {response.text}"
+
+
 @pytest.fixture(scope="module")
-def loaded_lab(serving_lab: ServingLab, load: Callable[..., object]) -> Iterator[tuple[ServingLab, Versions]]:
-    """perf_analyzer on every ready model version, in the background, for LOAD_SECONDS; yields
-    once the recording rules have data for every version (the load still running)."""
+def loaded_lab(
+    serving_lab: ServingLab, lab_gateway: GatewayProcess, load: Callable[..., object]
+) -> Iterator[tuple[ServingLab, Versions]]:
+    """perf_analyzer on every ready model version, and requests through the lab's gateway, in the
+    background, for LOAD_SECONDS; yields once the recording rules have data for every version
+    (the load still running)."""
     versions = ready_versions(serving_lab.triton.http_url)
     assert versions, "Triton reports no ready model version"
     failures: list[BaseException] = []
@@ -91,7 +115,14 @@ def loaded_lab(serving_lab: ServingLab, load: Callable[..., object]) -> Iterator
         except BaseException as exc:  # surfaced after the join
             failures.append(exc)
 
+    def through_the_gateway() -> None:
+        try:
+            _through_the_gateway(lab_gateway, LOAD_SECONDS)
+        except BaseException as exc:  # surfaced after the join
+            failures.append(exc)
+
     threads = [threading.Thread(target=drive, args=pair, daemon=True) for pair in versions]
+    threads.append(threading.Thread(target=through_the_gateway, daemon=True))
     for thread in threads:
         thread.start()
     # Rule groups evaluate independently, each at its own offset in the interval: the first
