@@ -51,7 +51,7 @@ def test_status_reports_phase_step_weights_and_hashes(kube_api, runbook):
     code, out, _ = runbook("status", "--only", "rollout")
     assert code == 0
     assert "phase:    Paused (InconclusiveAnalysisRun)" in out
-    assert "step:     4/5: analysis (triton-p95-latency, triton-error-ratio, triton-golden-accuracy)" in out
+    assert "step:     4/5: analysis (triton-canary-latency, triton-canary-errors, triton-canary-accuracy)" in out
     assert "weights:  stable 50%, canary 50%" in out
     assert "stable:   7c9b5d6f48" in out and "canary:   6d8f9c7b5" in out
     assert "hpa:      triton: min 2, max 16, current 4" in out
