@@ -24,7 +24,9 @@ import argparse
 import csv
 import json
 import sys
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,16 +125,28 @@ def _predict(
     return [entry.decode().split(":", 2)[2] for entry in np.asarray(result).reshape(-1)]
 
 
-def accuracy(url: str, track: str, model: str, golden: GoldenSet) -> float:
-    """Percentage of golden rows whose top-1 class on this track equals the label."""
+def accuracy(url: str, track: str, model: str, golden: GoldenSet, concurrency: int = 8) -> float:
+    """Percentage of golden rows whose top-1 class on this track equals the label: one row per
+    request, `concurrency` requests in flight (each worker thread with its own client)."""
+    local = threading.local()
+
+    def predict(row: int) -> list[str]:
+        if not hasattr(local, "client"):
+            local.client = grpcclient.InferenceServerClient(url)
+            clients.append(local.client)
+        return _predict(local.client, model, served, golden.input_name, golden.inputs[row : row + 1])
+
+    clients: list[grpcclient.InferenceServerClient] = []
     try:
         with grpcclient.InferenceServerClient(url) as client:
             served = _served(client, track, model, golden)
-            predicted: list[str] = []
-            for start in range(len(golden.labels)):
-                predicted += _predict(client, model, served, golden.input_name, golden.inputs[start : start + 1])
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            predicted = [label for labels in pool.map(predict, range(len(golden.labels))) for label in labels]
     except InferenceServerException as exc:
         raise GoldenError(f"{track} ({url}): {exc.message()}") from exc
+    finally:
+        for opened in clients:
+            opened.close()
     correct = sum(p == label for p, label in zip(predicted, golden.labels, strict=True))
     return 100.0 * correct / len(golden.labels)
 
@@ -144,7 +158,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", required=True, help="the model name in both tracks")
     parser.add_argument("--golden", required=True, type=Path, help="the golden-set CSV")
     parser.add_argument("--max-drop", type=float, default=0.5, help="percentage points the canary may lose")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight per track")
     args = parser.parse_args(argv)
+    if args.concurrency < 1:
+        parser.error(f"--concurrency {args.concurrency}: must be at least 1")
     if not 0 <= args.max_drop <= 100:
         parser.error(f"--max-drop {args.max_drop}: must be 0..100 percentage points")
     return args
@@ -154,8 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)  # argparse exits 2 on bad arguments, the "inconclusive" status
     try:
         golden = read_golden(args.golden)
-        stable = accuracy(args.stable, "stable", args.model, golden)
-        canary = accuracy(args.canary, "canary", args.model, golden)
+        stable = accuracy(args.stable, "stable", args.model, golden, args.concurrency)
+        canary = accuracy(args.canary, "canary", args.model, golden, args.concurrency)
     except GoldenError as exc:
         print(f"golden: {exc}", file=sys.stderr)
         return INCONCLUSIVE
