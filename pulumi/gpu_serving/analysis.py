@@ -56,6 +56,7 @@ from typing import Any
 from gpu_serving.charts import PROMETHEUS_NAME
 from gpu_serving.config import StackConfig
 from gpu_serving.manifests import GRPC_PORT, _labels, _meta
+from gpu_serving.serving_layer import APP_UID, app_container_security
 from monitoring.rules import AVAILABILITY_SLO
 
 Obj = dict[str, Any]
@@ -83,7 +84,6 @@ GOLDEN_DELAY = "2m30s"  # after the measurements at 1m, 1m30s and 2m
 FAILURE_LIMIT = 1  # a second failed measurement of three fails the metric
 INCONCLUSIVE_LIMIT = 1  # a second empty/NaN measurement of three ends it Inconclusive
 GOLDEN_DEADLINE_SECONDS = 600
-APP_UID = 10001  # the serving images' USER (serving/images/gateway/Containerfile)
 # Where the gateway image keeps the repository's model_repository/ (its WORKDIR is /opt/app).
 IMAGE_WORKDIR = "/opt/app"
 
@@ -198,13 +198,7 @@ def golden_container(cfg: StackConfig) -> Obj:
             *("--max-drop", str(MAX_ACCURACY_DROP_POINTS)),
         ],
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": APP_UID,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": app_container_security(),
     }
 
 

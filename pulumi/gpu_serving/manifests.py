@@ -52,6 +52,16 @@ def _waivers(*reasons: tuple[str, str]) -> dict[str, str]:
     return {f"checkov.io/skip{index}": f"{check}={reason}" for index, (check, reason) in enumerate(reasons, 1)}
 
 
+def http_probe(path: str, period: int, failures: int, timeout: int) -> Obj:
+    """A probe on the container port named `http`."""
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "timeoutSeconds": timeout,
+        "failureThreshold": failures,
+    }
+
+
 def triton_host(triton: Triton) -> str:
     return f"triton.{triton.namespace}.svc.cluster.local"
 

@@ -18,6 +18,7 @@ from gpu_serving.manifests import (
     _labels,
     _meta,
     _waivers,
+    http_probe,
     principal,
     triton_host,
 )
@@ -84,12 +85,14 @@ def _spread(labels: dict[str, str]) -> Obj:
     }
 
 
-def _http_probe(path: str, period: int, failures: int) -> Obj:
+def app_container_security() -> Obj:
+    """The securityContext of a container of this repository's images (USER APP_UID)."""
     return {
-        "httpGet": {"path": path, "port": "http"},
-        "periodSeconds": period,
-        "timeoutSeconds": 2,
-        "failureThreshold": failures,
+        "runAsNonRoot": True,
+        "runAsUser": APP_UID,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
     }
 
 
@@ -121,13 +124,7 @@ def _deployment(
                 "image": image.ref,
                 "imagePullPolicy": "Always",
                 **container,
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": APP_UID,
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                },
+                "securityContext": app_container_security(),
                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
             }
         ],
@@ -207,8 +204,8 @@ def gateway_objects(cfg: StackConfig) -> list[Obj]:
         ],
         "ports": [{"name": "http", "containerPort": GATEWAY_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(gateway.resources.requests), "limits": dict(gateway.resources.limits)},
-        "livenessProbe": _http_probe("/livez", LIVENESS_PERIOD_SECONDS, 3),
-        "readinessProbe": _http_probe("/readyz", READINESS_PERIOD_SECONDS, 1),
+        "livenessProbe": http_probe("/livez", LIVENESS_PERIOD_SECONDS, 3, timeout=2),
+        "readinessProbe": http_probe("/readyz", READINESS_PERIOD_SECONDS, 1, timeout=2),
     }
     deployment = _deployment(
         cfg,
@@ -279,8 +276,8 @@ def drift_agent_objects(cfg: StackConfig) -> list[Obj]:
         ],
         "ports": [{"name": "http", "containerPort": DRIFT_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(drift.resources.requests), "limits": dict(drift.resources.limits)},
-        "livenessProbe": _http_probe("/livez", LIVENESS_PERIOD_SECONDS, 3),
-        "readinessProbe": _http_probe("/readyz", LIVENESS_PERIOD_SECONDS, 3),
+        "livenessProbe": http_probe("/livez", LIVENESS_PERIOD_SECONDS, 3, timeout=2),
+        "readinessProbe": http_probe("/readyz", LIVENESS_PERIOD_SECONDS, 3, timeout=2),
     }
     # Recreate: the samples endpoint drains the gateway's buffer, so two agents during a
     # rolling update would each see half the traffic.

@@ -32,6 +32,7 @@ from gpu_serving.manifests import (
     _labels,
     _meta,
     _waivers,
+    http_probe,
     namespace,
     principal,
     triton_host,
@@ -105,12 +106,7 @@ def _triton_args(triton: Triton) -> list[str]:
 
 def _probes(triton: Triton) -> Obj:
     def http(path: str, period: int, failures: int) -> Obj:
-        return {
-            "httpGet": {"path": path, "port": "http"},
-            "periodSeconds": period,
-            "timeoutSeconds": 5,
-            "failureThreshold": failures,
-        }
+        return http_probe(path, period, failures, timeout=5)
 
     # Triton opens its endpoints once the startup models are loaded: the startup probe gives
     # that load its budget, and liveness starts counting only afterwards.
