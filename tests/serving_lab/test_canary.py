@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -46,7 +47,7 @@ import pytest
 import yaml
 from onnx import numpy_helper
 
-from lab_fleet.processes import LOOPBACK, free_port, spawn, stop_group, wait_for, wait_ready
+from lab_fleet.processes import LOOPBACK, ServerProcess, free_port, wait_for
 from lab_fleet.triton import REPO, TritonProcess
 from serving.canary.analysis import AnalysisRun, RunResult, Timing, prometheus_query
 from serving.canary.build_golden import GOLDEN_FILE
@@ -149,10 +150,13 @@ def load_steps() -> list[dict[str, Any]]:
     return rollout["spec"]["strategy"]["canary"]["steps"]
 
 
-class Scrapes:
+class Scrapes(ServerProcess):
     """This module's Prometheus: scrapes each Triton every second, labelled with its track's hash."""
 
+    name = "prometheus"
+
     def __init__(self, base: Path) -> None:
+        super().__init__(base / "prometheus.log")
         self.base = base
         self.targets = base / "targets.json"
         self.targets.write_text("[]")
@@ -164,22 +168,15 @@ class Scrapes:
         }
         (base / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.url = f"http://{LOOPBACK}:{free_port()}"
-        self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, timeout: float = 60) -> None:
         argv = [
             "prometheus",
             f"--config.file={self.base / 'prometheus.yml'}",
             f"--storage.tsdb.path={self.base / 'data'}",
             f"--web.listen-address={self.url.removeprefix('http://')}",
         ]
-        self.proc = spawn(argv, self.base / "prometheus.log")
-        wait_ready(f"{self.url}/-/ready", 60, "prometheus", self.proc, self.base / "prometheus.log")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_group(self.proc.pid)
-            self.proc.wait()
+        self._launch(argv, os.environ, f"{self.url}/-/ready", timeout)
 
     def label(self, tracks: Mapping[str, TritonProcess]) -> None:
         """Scrape exactly these Tritons, `{hash: process}`, and wait until each target is up."""
