@@ -33,20 +33,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def pod_source(args: argparse.Namespace) -> PodSource:
+def pod_source(args: argparse.Namespace, metrics: Metrics) -> PodSource:
     if args.pods_file:
         return FilePodSource(args.pods_file, args.node_name or None)
     from cgroup_limiter.kube_source import KubernetesPodSource
 
-    return KubernetesPodSource(args.node_name)
+    return KubernetesPodSource(args.node_name, metrics=metrics)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    metrics = Metrics()
     try:
         config = load_config(args.config)
-        source = pod_source(args)
+        source = pod_source(args, metrics)
     except (ConfigError, PodSourceError) as error:
         print(f"cgroup_limiter: {error}", file=sys.stderr)
         return 2
@@ -56,22 +57,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None:
         overrides["metrics_port"] = args.metrics_port
     config = config.__class__(**{**config.__dict__, **overrides})
-    metrics = Metrics()
     agent = Agent(config, source, args.cgroup_root, metrics)
     stop = threading.Event()
 
     def on_signal(number: int, _frame: FrameType | None) -> None:
         log.info("signal %s: stopping", signal.Signals(number).name)
         stop.set()
+        agent.wake()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server = serve(metrics, agent.healthy, config.metrics_address, config.metrics_port) if config.metrics_port else None
     log.info(
-        "watching %s every %.2fs (pods from %s, on exit: %s)",
+        "watching %s every %.2fs (pods from %s, adaptive: %s, on exit: %s)",
         args.cgroup_root,
         config.interval_seconds,
-        args.pods_file or f"the Kubernetes API, node {args.node_name}",
+        args.pods_file or f"a watch of the Kubernetes API, node {args.node_name}",
+        config.adaptive.mode if config.adaptive.enabled else "off",
         config.on_exit,
     )
     agent.run(stop)

@@ -1,17 +1,19 @@
-"""Adaptive IO throttling: one small state machine per (pod, device, direction).
+"""Hysteresis: one small state machine, used twice.
 
-   calm --(rate > threshold for K scans)--> throttled at the ceiling
-   throttled --(rate < release for M scans)--> calm
+   off --(value > band.high for band.trigger scans)--> on
+   on  --(value < band.low for band.calm scans)------> off
 
-release < ceiling <= threshold (AdaptiveSettings.check): a pod that keeps pushing stays at
-the ceiling, above release, so it stays throttled instead of flapping.
+Per (pod, device, direction) in threshold mode, the value is the pod's IO rate (on: capped at
+the ceiling; release < ceiling <= threshold, so a pod that keeps pushing stays capped instead of
+flapping). Once per node in contention mode, the value is the protected pods' IO pressure (on:
+the heaviest unprotected pods may be capped).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cgroup_limiter.config import AdaptiveSettings
+from cgroup_limiter.config import Band
 
 DIRECTIONS = ("read", "write")
 THROTTLE = "throttle"
@@ -24,16 +26,16 @@ class Trigger:
     above: int = 0
     calm: int = 0
 
-    def observe(self, rate_bps: float, settings: AdaptiveSettings) -> str | None:
-        """Feed one interval's rate; returns THROTTLE or RELEASE on a transition."""
+    def observe(self, value: float, band: Band) -> str | None:
+        """Feed one interval's value; returns THROTTLE or RELEASE on a transition."""
         if not self.throttled:
-            self.above = self.above + 1 if rate_bps > settings.threshold_bps else 0
-            if self.above >= settings.trigger_intervals:
+            self.above = self.above + 1 if value > band.high else 0
+            if self.above >= band.trigger:
                 self.throttled, self.above, self.calm = True, 0, 0
                 return THROTTLE
             return None
-        self.calm = self.calm + 1 if rate_bps < settings.release_bps else 0
-        if self.calm >= settings.calm_intervals:
+        self.calm = self.calm + 1 if value < band.low else 0
+        if self.calm >= band.calm:
             self.throttled, self.above, self.calm = False, 0, 0
             return RELEASE
         return None

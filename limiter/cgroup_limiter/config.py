@@ -20,27 +20,72 @@ class ConfigError(ValueError):
         super().__init__(f"{path}: {key or '<top level>'}: {reason}")
 
 
+CONTENTION = "contention"
+THRESHOLD = "threshold"
+MODES = (CONTENTION, THRESHOLD)
+
+
+@dataclass(frozen=True)
+class Band:
+    """Hysteresis: `trigger` scans in a row above `high` turn it on, `calm` scans below `low` off."""
+
+    high: float
+    low: float
+    trigger: int
+    calm: int
+
+
 @dataclass(frozen=True)
 class AdaptiveSettings:
-    """Throttle a device direction after `trigger_intervals` scans above `threshold_bps`;
-    lift it after `calm_intervals` scans below `release_bps` (< ceiling: the hysteresis)."""
+    """Adaptive IO throttling, in one of two modes.
+
+    contention (default): while the protected pods' IO pressure (io.pressure `some avg10`) is
+    above `pressure_some_avg10` for `trigger_intervals` scans, the heaviest `max_throttled`
+    unprotected pods per device and direction (io.stat rate >= `min_rate_bps`) are capped at
+    `ceiling_bps`; all are lifted after `calm_intervals` scans below `release_some_avg10`.
+    threshold: a pod's own rate above `threshold_bps` for `trigger_intervals` scans caps it at
+    `ceiling_bps`; `calm_intervals` scans below `release_bps` (< ceiling) lift it.
+    """
 
     enabled: bool = True
+    mode: str = CONTENTION
+    pressure_some_avg10: float = 10.0
+    release_some_avg10: float = 2.0
+    min_rate_bps: int = 1_000_000
+    max_throttled: int = 3
     threshold_bps: int = 100_000_000
-    ceiling_bps: int = 50_000_000
     release_bps: int = 25_000_000
-    trigger_intervals: int = 3
-    calm_intervals: int = 10
+    ceiling_bps: int = 50_000_000
+    trigger_intervals: int = 2
+    calm_intervals: int = 5
     devices: tuple[str, ...] = ()
 
+    def rate_band(self) -> Band:
+        return Band(self.threshold_bps, self.release_bps, self.trigger_intervals, self.calm_intervals)
+
+    def pressure_band(self) -> Band:
+        return Band(self.pressure_some_avg10, self.release_some_avg10, self.trigger_intervals, self.calm_intervals)
+
     def check(self) -> str | None:
-        """Why these settings cannot work, or None."""
-        if self.ceiling_bps > self.threshold_bps:
-            return f"ceiling_bps {self.ceiling_bps} is above threshold_bps {self.threshold_bps}"
-        if self.release_bps >= self.ceiling_bps:
+        """Why these settings cannot work in their mode, or None."""
+        if self.mode == THRESHOLD:
+            if self.ceiling_bps > self.threshold_bps:
+                return f"ceiling_bps {self.ceiling_bps} is above threshold_bps {self.threshold_bps}"
+            if self.release_bps >= self.ceiling_bps:
+                return (
+                    f"release_bps {self.release_bps} must be below ceiling_bps {self.ceiling_bps}, "
+                    "or a throttled pod running at the ceiling would be released and throttled again"
+                )
+            return None
+        if self.release_some_avg10 >= self.pressure_some_avg10:
             return (
-                f"release_bps {self.release_bps} must be below ceiling_bps {self.ceiling_bps}, "
-                "or a throttled pod running at the ceiling would be released and throttled again"
+                f"release_some_avg10 {self.release_some_avg10} must be below pressure_some_avg10 "
+                f"{self.pressure_some_avg10} (hysteresis)"
+            )
+        if self.min_rate_bps >= self.ceiling_bps:
+            return (
+                f"min_rate_bps {self.min_rate_bps} must be below ceiling_bps {self.ceiling_bps}, "
+                "or a pod pushing at the ceiling would count as calm and be released"
             )
         return None
 
@@ -74,6 +119,7 @@ class NodeConfig:
     sysfs_root: Path = Path("/sys")
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 9500
+    node_pressure_file: Path = Path("/proc/pressure/io")
     protect: tuple[ProtectSelector, ...] = ()
     defaults: StaticLimits = StaticLimits()
     adaptive: AdaptiveSettings = AdaptiveSettings()
@@ -127,12 +173,28 @@ def _adaptive(reader: _Reader, raw: Any) -> AdaptiveSettings:
             if not isinstance(value, bool):
                 raise reader.fail(where, f"expected true or false, got {value!r}")
             values[key] = value
+        elif key == "mode":
+            if value not in MODES:
+                raise reader.fail(where, f"expected one of {', '.join(MODES)}, got {value!r}")
+            values[key] = value
+        elif key.endswith("_avg10"):
+            number = reader.number(value, where, 0, integer=False)
+            if number > 100:
+                raise reader.fail(where, f"a pressure is a percentage (0..100), got {value!r}")
+            values[key] = float(number)
         elif key.endswith("_bps"):
             values[key] = reader.rate(value, where)
-        elif key.endswith("_intervals"):
+        elif key.endswith("_intervals") or key == "max_throttled":
             values[key] = reader.number(value, where, 1, integer=True)
         else:
             values[key] = reader.strings(value, where)
+    old_keys = sorted({"threshold_bps", "release_bps"} & set(data))
+    if old_keys and "mode" not in data:
+        raise reader.fail(
+            "adaptive.mode",
+            f"{' and '.join(old_keys)} belong to mode: threshold, and the default mode is now contention; "
+            "set mode: threshold (throttle by a pod's own rate) or mode: contention (throttle under IO pressure)",
+        )
     settings = AdaptiveSettings(**{**base.__dict__, **values})
     problem = settings.check()
     if problem:
@@ -187,6 +249,7 @@ def parse_config(raw: Any, path: Path | str) -> NodeConfig:
         "state_file",
         "on_exit",
         "sysfs_root",
+        "node_pressure_file",
         "metrics",
         "protect",
         "defaults",
@@ -203,6 +266,9 @@ def parse_config(raw: Any, path: Path | str) -> NodeConfig:
     state_file = data.get("state_file")
     if state_file is not None and not isinstance(state_file, str):
         raise reader.fail("state_file", f"expected a path, got {state_file!r}")
+    pressure_file = data.get("node_pressure_file", "/proc/pressure/io")
+    if not isinstance(pressure_file, str) or not pressure_file:
+        raise reader.fail("node_pressure_file", f"expected a path, got {pressure_file!r}")
     return NodeConfig(
         interval_seconds=float(reader.number(data.get("interval_seconds", 1.0), "interval_seconds", 0.05, False)),
         resync_intervals=reader.number(data.get("resync_intervals", 60), "resync_intervals", 1, integer=True),
@@ -211,6 +277,7 @@ def parse_config(raw: Any, path: Path | str) -> NodeConfig:
         sysfs_root=Path(str(data.get("sysfs_root", "/sys"))),
         metrics_address=str(metrics.get("address", "0.0.0.0")),
         metrics_port=port,
+        node_pressure_file=Path(pressure_file),
         protect=_protect(reader, data.get("protect")),
         defaults=_static(reader, data.get("defaults")),
         adaptive=_adaptive(reader, data.get("adaptive")),

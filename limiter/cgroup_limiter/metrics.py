@@ -57,6 +57,38 @@ class Metrics:
         self.last_scan = Gauge(
             "cgroup_limiter_last_scan_timestamp_seconds", "Unix time of the last completed scan", registry=r
         )
+        self.io_pressure = Gauge(
+            "cgroup_limiter_io_pressure_some_avg10",
+            "IO pressure, PSI some avg10 in percent: scope=node (node_pressure_file), "
+            "scope=protected (the highest io.pressure of the protected pods: the contention signal)",
+            ("scope",),
+            registry=r,
+        )
+        self.contention = Gauge(
+            "cgroup_limiter_contention", "1 while protected pods are under IO pressure: throttling allowed", registry=r
+        )
+        self.pressure_unavailable = Gauge(
+            "cgroup_limiter_pressure_unavailable",
+            "1 while the node's or a protected pod's IO pressure cannot be read (kernel without PSI)",
+            registry=r,
+        )
+        self.pod_source_errors = Counter(
+            "cgroup_limiter_pod_source_errors",
+            "Kubernetes pod list/watch failures (reason=list|watch|gone: 410 Gone, relisted)",
+            ("reason",),
+            registry=r,
+        )
+        self.limit_latency = Histogram(
+            "cgroup_limiter_limit_latency_seconds",
+            "From a new pod cgroup's appearance to its static limits being in place",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+            registry=r,
+        )
+        self.inotify = Gauge(
+            "cgroup_limiter_inotify",
+            "1: new pod cgroups are seen through inotify; 0: only by the scan every interval",
+            registry=r,
+        )
 
     def forget_pod(self, namespace: str, pod: str, series: set[tuple[str, str]]) -> None:
         """Drop a vanished pod's series: device/direction pairs it had."""

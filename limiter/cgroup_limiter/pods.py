@@ -1,14 +1,15 @@
 """Pod metadata behind one narrow interface: `PodSource.pods()` -> {cgroup UID: PodInfo}.
 
-The Kubernetes API adapter lives in kube_source.py; `FilePodSource` reads a PodList JSON
-(`kubectl get pods -o json` shape), so the agent and its tests run without an API server.
+The Kubernetes API adapter (a watch) lives in kube_source.py; `FilePodSource` reads a PodList
+JSON (`kubectl get pods -o json` shape), so the agent and its tests run without an API server;
+the agent watches that file with inotify and the source parses it again when it changed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,10 +35,17 @@ class PodInfo:
 
 
 class PodSource(Protocol):
-    def pods(self, wanted: Collection[str]) -> Mapping[str, PodInfo]:
-        """The node's pods keyed by the UID their cgroup is named after; `wanted` are the UIDs
-        of the pod cgroups found now (a source may refresh when it lacks one of them)."""
+    files: tuple[Path, ...]  # local files whose rewrite announces pods (the agent watches them)
+
+    def pods(self) -> Mapping[str, PodInfo]:
+        """The node's pods keyed by the UID their cgroup is named after; raises PodSourceError."""
         ...
+
+    def start(self, on_change: Callable[[], None]) -> None:
+        """Begin keeping the answer current; call on_change when a pod is added or changed."""
+        ...
+
+    def stop(self) -> None: ...
 
 
 def index_pods(pods: list[PodInfo]) -> dict[str, PodInfo]:
@@ -76,11 +84,12 @@ class FilePodSource:
 
     def __init__(self, path: Path, node_name: str | None = None) -> None:
         self.path = path
+        self.files = (path,)
         self.node_name = node_name
         self._text: bytes | None = None
         self._pods: dict[str, PodInfo] = {}
 
-    def pods(self, wanted: Collection[str] = ()) -> Mapping[str, PodInfo]:
+    def pods(self) -> Mapping[str, PodInfo]:
         try:
             text = self.path.read_bytes()
             if text == self._text:
@@ -103,3 +112,9 @@ class FilePodSource:
         self._text = text
         log.info("pods file %s: %d pod(s)", self.path, len(pods))
         return self._pods
+
+    def start(self, on_change: Callable[[], None]) -> None:
+        """Nothing runs in the background: the agent watches the file and calls pods() again."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from cgroup_limiter.config import AdaptiveSettings, NodeConfig
+from cgroup_limiter.config import MODES, AdaptiveSettings, NodeConfig
 from cgroup_limiter.iofiles import IoFileError, IoLimit, parse_cpu_max, parse_cpu_weight
 from cgroup_limiter.pods import PodInfo
 from cgroup_limiter.quantities import QuantityError, parse_bytes, parse_io_max_spec
@@ -17,11 +17,22 @@ IO_MAX = PREFIX + "io-max"
 CPU_WEIGHT = PREFIX + "cpu-weight"
 CPU_MAX = PREFIX + "cpu-max"
 ADAPTIVE = PREFIX + "adaptive"
+ADAPTIVE_MODE = PREFIX + "adaptive-mode"
 ADAPTIVE_THRESHOLD = PREFIX + "adaptive-threshold"
 ADAPTIVE_CEILING = PREFIX + "adaptive-ceiling"
 ADAPTIVE_RELEASE = PREFIX + "adaptive-release"
 T = TypeVar("T")
-ANNOTATIONS = (PROTECTED, IO_MAX, CPU_WEIGHT, CPU_MAX, ADAPTIVE, ADAPTIVE_THRESHOLD, ADAPTIVE_CEILING, ADAPTIVE_RELEASE)
+ANNOTATIONS = (
+    PROTECTED,
+    IO_MAX,
+    CPU_WEIGHT,
+    CPU_MAX,
+    ADAPTIVE,
+    ADAPTIVE_MODE,
+    ADAPTIVE_THRESHOLD,
+    ADAPTIVE_CEILING,
+    ADAPTIVE_RELEASE,
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,12 @@ def _flag(value: str) -> bool:
     if lowered not in ("true", "false"):
         raise ValueError(f"expected 'true' or 'false', got {value!r}")
     return lowered == "true"
+
+
+def _mode(value: str) -> str:
+    if value.strip() not in MODES:
+        raise ValueError(f"expected one of {', '.join(MODES)}, got {value!r}")
+    return value.strip()
 
 
 def pod_policy(pod: PodInfo, config: NodeConfig) -> PodPolicy:
@@ -72,7 +89,10 @@ def pod_policy(pod: PodInfo, config: NodeConfig) -> PodPolicy:
     if enabled is False or (enabled is None and not config.adaptive.enabled):
         adaptive = None
     else:
-        overrides: dict[str, int] = {}
+        overrides: dict[str, int | str] = {}
+        mode = read(ADAPTIVE_MODE, _mode)
+        if mode is not None:
+            overrides["mode"] = mode
         for key, name in (
             (ADAPTIVE_THRESHOLD, "threshold_bps"),
             (ADAPTIVE_CEILING, "ceiling_bps"),

@@ -27,6 +27,12 @@ class PodRecord:
     throttled: list[tuple[str, str]] = field(default_factory=list)  # (device, direction)
 
 
+@dataclass
+class State:
+    pods: dict[str, PodRecord] = field(default_factory=dict)
+    contended: bool = False  # contention mode: the node was under protected-pod IO pressure
+
+
 def _record(uid: str, raw: object, path: Path) -> PodRecord:
     if not isinstance(raw, dict):
         raise StateFileError(f"{path}: pods.{uid}: expected a mapping")
@@ -39,25 +45,30 @@ def _record(uid: str, raw: object, path: Path) -> PodRecord:
     return PodRecord(dict(applied), dict(original), [(str(d), str(k)) for d, k in throttled])
 
 
-def load_state(path: Path) -> dict[str, PodRecord]:
+def load_state(path: Path) -> State:
     """The recorded pods; an absent file is an empty state, a broken one a StateFileError."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        return {}
+        return State()
     except OSError as error:
         raise StateFileError(f"{path}: cannot read: {error.strerror}") from None
     except json.JSONDecodeError as error:
         raise StateFileError(f"{path}: line {error.lineno}: not valid JSON: {error.msg}") from None
     if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("pods"), dict):
         raise StateFileError(f"{path}: expected {{'version': {VERSION}, 'pods': {{...}}}}")
-    return {uid: _record(uid, raw, path) for uid, raw in data["pods"].items()}
+    contended = data.get("contended", False)
+    if not isinstance(contended, bool):
+        raise StateFileError(f"{path}: contended: expected true or false")
+    return State({uid: _record(uid, raw, path) for uid, raw in data["pods"].items()}, contended)
 
 
-def save_state(path: Path, pods: dict[str, PodRecord]) -> None:
+def save_state(path: Path, state: State) -> None:
     """Atomically (write a sibling, then rename), so a crash never leaves half a file."""
+    pods = state.pods
     body = {
         "version": VERSION,
+        "contended": state.contended,
         "pods": {
             uid: {"applied": r.applied, "original": r.original, "throttled": [list(t) for t in r.throttled]}
             for uid, r in sorted(pods.items())

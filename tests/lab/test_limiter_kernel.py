@@ -54,6 +54,7 @@ CONFIG = {
     "metrics": {"address": "127.0.0.1", "port": 9501},
     "protect": [{"labels": {"app.kubernetes.io/name": "triton"}}],
     "adaptive": {
+        "mode": "threshold",  # this scenario is the fixed-threshold mode; contention: test_limiter_image.py
         "threshold_bps": THRESHOLD,
         "ceiling_bps": CEILING,
         "release_bps": 2_000_000,

@@ -130,7 +130,7 @@ def test_value_already_in_place_is_recorded_not_rewritten(node):
     agent = node.agent()
     agent.scan()
     assert writes(agent, "cpu.weight") == 0
-    assert load_state(node.base / "state.json")[NOISY].applied == {"cpu.weight": "39"}
+    assert load_state(node.base / "state.json").pods[NOISY].applied == {"cpu.weight": "39"}
     assert (path / "cpu.weight").read_text() == "39\n"
 
 
@@ -182,7 +182,7 @@ def test_on_exit_remove_restores_every_file(node):
     agent.shutdown()
     assert (noisy / "io.max").read_text() == UNLIMITED_LINE
     assert (noisy / "cpu.max").read_text() == "max 100000"
-    assert load_state(node.base / "state.json") == {}
+    assert load_state(node.base / "state.json").pods == {}
 
 
 def test_pods_unknown_to_the_source_are_never_limited(node):
@@ -207,7 +207,7 @@ def test_vanished_pod_drops_its_state_and_series(node):
     noisy.rmdir()
     node.tick(agent)
     assert NOISY not in agent.pods
-    assert NOISY not in load_state(node.base / "state.json")
+    assert NOISY not in load_state(node.base / "state.json").pods
     labels = {"namespace": "batch", "pod": "etl", "device": DISK, "direction": "write"}
     assert sample(agent, "cgroup_limiter_pod_io_limit_bytes_per_second", **labels) is None
 

@@ -1,4 +1,5 @@
-"""`python -m cgroup_limiter` as the DaemonSet runs it: /metrics, /healthz, SIGTERM keep or remove."""
+"""`python -m cgroup_limiter` as the DaemonSet runs it: /metrics, /healthz, SIGTERM keep or remove;
+a heavy writer throttled while the protected pod is under IO pressure."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from cgroup_limiter.metrics import serve
 from tests.limiter.conftest import DISK, LIMITER, MB, FakeNode
 
 UID = "6e0d2a51-0000-4000-8000-000000000001"
+TRITON = "6e0d2a51-0000-4000-8000-000000000002"
 CEILING_LINE = f"{DISK} rbps=max wbps=50000000 riops=max wiops=max"
 
 
@@ -41,8 +43,10 @@ def start(node: FakeNode, on_exit: str, interval: float = 0.2) -> tuple[subproce
         "interval_seconds": interval,
         "sysfs_root": str(node.sysfs),
         "state_file": str(node.base / "state.json"),
+        "node_pressure_file": str(node.node_pressure),
         "metrics": {"address": "127.0.0.1", "port": port},
-        "adaptive": {"threshold_bps": "100M", "ceiling_bps": "50M", "release_bps": "25M", "trigger_intervals": 1},
+        "protect": [{"labels": {"app.kubernetes.io/name": "triton"}}],
+        "adaptive": {"mode": "contention", "ceiling_bps": "50M", "trigger_intervals": 1},
     }
     (node.base / "config.yaml").write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "cgroup_limiter", "--config", str(node.base / "config.yaml")]
@@ -72,6 +76,8 @@ def burst_until_throttled(node: FakeNode, path) -> None:
 @pytest.mark.parametrize("on_exit", ["keep", "remove"])
 def test_serves_metrics_and_health_then_exits_cleanly_on_sigterm(node: FakeNode, on_exit: str):
     path = node.add_pod("etl", UID, annotations={"limiter.gpu-serving.io/cpu-weight": "20"})
+    triton = node.add_pod("triton-0", TRITON, labels={"app.kubernetes.io/name": "triton"})
+    node.set_pressure(35.0, triton)  # Triton waits for the disk
     agent, port = start(node, on_exit)
     try:
         burst_until_throttled(node, path)
@@ -79,6 +85,9 @@ def test_serves_metrics_and_health_then_exits_cleanly_on_sigterm(node: FakeNode,
         assert status == 200
         assert "cgroup_limiter_scan_duration_seconds_count" in text
         assert 'cgroup_limiter_throttle_events_total{action="throttle",device="254:0"' in text
+        assert 'cgroup_limiter_io_pressure_some_avg10{scope="protected"} 35.0' in text
+        assert "cgroup_limiter_contention 1.0" in text
+        assert "cgroup_limiter_pressure_unavailable 0.0" in text
         assert get(port, "/nothing")[0] == 404
     finally:
         agent.send_signal(signal.SIGTERM)

@@ -14,15 +14,25 @@ def test_empty_config_is_the_defaults(tmp_path: Path):
     (tmp_path / "c.yaml").write_text("")
     config = load_config(tmp_path / "c.yaml")
     assert config == NodeConfig()
-    assert (config.metrics_port, config.on_exit, config.adaptive.trigger_intervals) == (9500, "keep", 3)
+    assert (config.metrics_port, config.on_exit, config.node_pressure_file) == (9500, "keep", Path("/proc/pressure/io"))
+    adaptive = config.adaptive
+    assert (adaptive.mode, adaptive.pressure_some_avg10, adaptive.release_some_avg10) == ("contention", 10.0, 2.0)
+    assert (adaptive.trigger_intervals, adaptive.calm_intervals, adaptive.max_throttled) == (2, 5, 3)
+    assert (adaptive.ceiling_bps, adaptive.min_rate_bps) == (50_000_000, 1_000_000)
 
 
-def test_the_example_config_loads():
+def test_the_example_config_is_the_defaults_plus_its_examples():
     config = load_config(LIMITER / "config.example.yaml")
-    assert config.adaptive.threshold_bps == 100_000_000
-    assert config.adaptive.ceiling_bps == 50_000_000
-    assert config.protect[0].matches("serving", {"app.kubernetes.io/name": "triton"})
+    assert config.adaptive == NodeConfig().adaptive
+    triton = {"app.kubernetes.io/name": "triton", "app.kubernetes.io/part-of": "gpu-serving"}
+    assert config.protect[0].matches("triton", triton)
     assert not config.protect[0].matches("batch", {"app": "etl"})
+
+
+def test_threshold_mode_keeps_the_old_keys():
+    raw = {"adaptive": {"mode": "threshold", "threshold_bps": "20M", "ceiling_bps": "8Mi", "release_bps": "2M"}}
+    adaptive = parse_config(raw, "c.yaml").adaptive
+    assert (adaptive.mode, adaptive.threshold_bps, adaptive.ceiling_bps) == ("threshold", 20_000_000, 8 * 2**20)
 
 
 @pytest.mark.parametrize(
@@ -33,8 +43,16 @@ def test_the_example_config_loads():
         ({"interval_seconds": "fast"}, "interval_seconds", "expected a number"),
         ({"metrics": {"port": 70000}}, "metrics.port", "not a TCP port"),
         ({"adaptive": {"threshold_bps": "lots"}}, "adaptive.threshold_bps", "not a byte rate"),
-        ({"adaptive": {"ceiling_bps": "200M"}}, "adaptive", "above threshold_bps"),
-        ({"adaptive": {"release_bps": "60M"}}, "adaptive", "must be below ceiling_bps"),
+        ({"adaptive": {"mode": "threshold", "ceiling_bps": "200M"}}, "adaptive", "above threshold_bps"),
+        ({"adaptive": {"mode": "threshold", "release_bps": "60M"}}, "adaptive", "must be below ceiling_bps"),
+        ({"adaptive": {"threshold_bps": "20M"}}, "adaptive.mode", "set mode: threshold"),
+        ({"adaptive": {"mode": "calm"}}, "adaptive.mode", "contention, threshold"),
+        ({"adaptive": {"release_some_avg10": 20}}, "adaptive", "must be below pressure_some_avg10"),
+        ({"adaptive": {"pressure_some_avg10": 120}}, "adaptive.pressure_some_avg10", "percentage"),
+        ({"adaptive": {"pressure_some_avg10": "high"}}, "adaptive.pressure_some_avg10", "expected a number"),
+        ({"adaptive": {"min_rate_bps": "60M"}}, "adaptive", "must be below ceiling_bps"),
+        ({"adaptive": {"max_throttled": 0}}, "adaptive.max_throttled", ">= 1"),
+        ({"node_pressure_file": ""}, "node_pressure_file", "expected a path"),
         ({"adaptive": {"trigger_intervals": 0}}, "adaptive.trigger_intervals", ">= 1"),
         ({"adaptive": {"enabled": "yes"}}, "adaptive.enabled", "true or false"),
         ({"protect": [{}]}, "protect.0", "protect every pod"),

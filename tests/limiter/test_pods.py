@@ -1,14 +1,11 @@
-"""Pod metadata sources: the pods file, and the Kubernetes adapter against a stand-in CoreV1Api
-(no API server is reachable in tests; the stand-in answers list_pod_for_all_namespaces only)."""
+"""The pods file as a pod source (the Kubernetes watch: test_kube_watch.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-from cgroup_limiter.kube_source import KubernetesPodSource
 from cgroup_limiter.pods import MIRROR_ANNOTATION, FilePodSource, PodSourceError
 
 
@@ -54,49 +51,3 @@ def test_pods_file_errors_name_the_file(tmp_path: Path, body: str, match: str):
     path.write_text(body)
     with pytest.raises(PodSourceError, match=match):
         FilePodSource(path).pods()
-
-
-class CoreV1Stub:
-    """Records each list call's arguments and answers like the client (V1PodList-shaped)."""
-
-    def __init__(self, pods: list[dict]) -> None:
-        self.pods = pods
-        self.calls: list[dict] = []
-        self.fail = False
-
-    def list_pod_for_all_namespaces(self, **kwargs: object) -> SimpleNamespace:
-        self.calls.append(kwargs)
-        if self.fail:
-            raise ConnectionError("connection refused")
-        items = [
-            SimpleNamespace(metadata=SimpleNamespace(**{"labels": None, "annotations": None, **p})) for p in self.pods
-        ]
-        return SimpleNamespace(items=items)
-
-
-def test_kubernetes_source_lists_only_its_node_and_relists_on_a_miss():
-    api = CoreV1Stub([{"uid": "u1", "name": "a", "namespace": "ml", "labels": {"x": "y"}}])
-    now = [0.0]
-    source = KubernetesPodSource("node-a", api, resync_seconds=30, miss_backoff_seconds=5, clock=lambda: now[0])
-    pods = source.pods(["u1"])
-    assert pods["u1"].labels == {"x": "y"} and pods["u1"].annotations == {}
-    assert api.calls == [{"field_selector": "spec.nodeName=node-a", "_request_timeout": 10}]
-    source.pods(["u1"])
-    assert len(api.calls) == 1  # fresh enough
-    api.pods.append({"uid": "u2", "name": "b", "namespace": "ml"})
-    now[0] = 2.0
-    assert "u2" not in source.pods(["u1", "u2"])  # a miss, but within the backoff
-    now[0] = 6.0
-    assert "u2" in source.pods(["u1", "u2"])
-    now[0] = 40.0
-    source.pods([])
-    assert len(api.calls) == 3  # the periodic resync
-
-
-def test_kubernetes_source_errors_become_pod_source_errors():
-    api = CoreV1Stub([])
-    api.fail = True
-    with pytest.raises(PodSourceError, match="listing pods of node node-a: connection refused"):
-        KubernetesPodSource("node-a", api).pods([])
-    with pytest.raises(PodSourceError, match="NODE_NAME is empty"):
-        KubernetesPodSource("", api)

@@ -10,7 +10,7 @@ CONFIG = parse_config(
     {
         "protect": [{"labels": {"app.kubernetes.io/name": "triton"}}, {"namespaces": ["kube-system"]}],
         "defaults": {"io_max": {"vda": {"wbps": "500M"}}, "cpu_weight": 80},
-        "adaptive": {"threshold_bps": "100M", "ceiling_bps": "50M", "release_bps": "25M"},
+        "adaptive": {"mode": "threshold", "threshold_bps": "100M", "ceiling_bps": "50M", "release_bps": "25M"},
     },
     "config.yaml",
 )
@@ -83,3 +83,16 @@ def test_bad_annotations_are_ignored_and_named():
     assert any("annotation limiter.gpu-serving.io/cpu-max" in e for e in policy.errors)
     assert any("unknown annotation limiter.gpu-serving.io/iomax" in e for e in policy.errors)
     assert any("above threshold_bps" in e for e in policy.errors)
+
+
+def test_a_pod_chooses_its_adaptive_mode_by_annotation():
+    node = parse_config({"adaptive": {"mode": "contention"}}, "config.yaml")
+    assert pod_policy(pod(), node).adaptive.mode == "contention"
+    asked = pod_policy(pod(annotations={"limiter.gpu-serving.io/adaptive-mode": "threshold"}), node)
+    assert asked.adaptive.mode == "threshold" and asked.adaptive.threshold_bps == 100_000_000
+    bad = pod_policy(pod(annotations={"limiter.gpu-serving.io/adaptive-mode": "always"}), node)
+    assert bad.adaptive.mode == "contention"
+    assert bad.errors == (
+        "pod batch/etl: annotation limiter.gpu-serving.io/adaptive-mode: "
+        "expected one of contention, threshold, got 'always'; ignored",
+    )

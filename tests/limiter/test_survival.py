@@ -7,14 +7,18 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from cgroup_limiter.agent import Agent, error_reason
+from cgroup_limiter.iofiles import read_file
+from cgroup_limiter.kube_source import KubernetesPodSource
 from cgroup_limiter.pods import FilePodSource, PodInfo, PodSourceError
+from cgroup_limiter.state import load_state
 
-from tests.limiter.conftest import DISK, MB, FakeNode, sample
+from tests.limiter.conftest import CONTENTION_MODE, DISK, MB, FakeNode, sample
+from tests.limiter.kube_fake import FakeCoreV1, pod
 
 UID = "5d1c0a2e-0000-4000-8000-000000000001"
 OTHER = "5d1c0a2e-0000-4000-8000-000000000002"
@@ -30,10 +34,10 @@ class VanishingSource:
     def __init__(self, inner: FilePodSource, doomed: Path) -> None:
         self.inner, self.doomed = inner, doomed
 
-    def pods(self, wanted: Collection[str]) -> Mapping[str, PodInfo]:
+    def pods(self) -> Mapping[str, PodInfo]:
         if self.doomed.exists():
             shutil.rmtree(self.doomed)
-        return self.inner.pods(wanted)
+        return self.inner.pods()
 
 
 def test_cgroup_vanishing_mid_scan(node: FakeNode):
@@ -200,3 +204,82 @@ def test_pod_source_error_names_the_file(tmp_path: Path):
     (tmp_path / "pods.json").write_text('{"items": [{"metadata": {"name": "x"}}]}')
     with pytest.raises(PodSourceError, match=r"pods.json: items\[0\]: metadata.uid is missing"):
         FilePodSource(tmp_path / "pods.json").pods()
+
+
+def _throttled_pair(node: FakeNode) -> tuple[Agent, Path, Path]:
+    """A heavy writer throttled under Triton's IO pressure (contention mode), and Triton."""
+    writer = node.add_pod("etl", UID, namespace="batch")
+    triton = node.add_pod("triton-0", OTHER, labels={"app.kubernetes.io/name": "triton"})
+    agent = node.agent(adaptive=CONTENTION_MODE)
+    agent.scan()
+    for _ in range(2):
+        node.add_bytes(writer, wbytes=300 * MB)
+        node.set_pressure(40.0, triton)
+        node.tick(agent)
+    assert agent.pods[UID].throttled() == [(DISK, "write")]
+    return agent, writer, triton
+
+
+def _assert_forgotten(node: FakeNode, agent: Agent) -> None:
+    assert UID not in agent.pods
+    assert UID not in load_state(node.base / "state.json").pods
+    labels = {"namespace": "batch", "pod": "etl", "device": DISK, "direction": "write"}
+    for name in ("cgroup_limiter_pod_io_limit_bytes_per_second", "cgroup_limiter_pod_throttled"):
+        assert sample(agent, name, **labels) is None, name
+
+
+def test_pod_deleted_mid_write_is_forgotten_at_once(node: FakeNode, monkeypatch):
+    agent, writer, triton = _throttled_pair(node)
+    real_open = os.open
+
+    def deleted_first(file: str, flags: int, *args: int, **kwargs: int) -> int:
+        if flags & os.O_WRONLY and str(file).startswith(str(writer)):
+            shutil.rmtree(writer)  # the kubelet removes the pod's cgroup just before our write
+        return real_open(file, flags, *args, **kwargs)
+
+    monkeypatch.setattr("cgroup_limiter.agent.os.open", deleted_first)
+    for _ in range(3):  # contention ends: the agent wants to lift the cap, and meets ENOENT
+        node.set_pressure(0.0, triton)
+        node.tick(agent)
+    assert errors(agent, "vanished") == 1
+    _assert_forgotten(node, agent)
+
+
+def test_cgroup_removed_between_reads_is_forgotten_not_taken_for_missing_psi(node: FakeNode, monkeypatch):
+    agent, _, _ = _throttled_pair(node)
+    doomed = node.add_pod("doomed", "5d1c0a2e-0000-4000-8000-000000000003", labels={"app.kubernetes.io/name": "triton"})
+    node.tick(agent)
+    real_read = read_file
+
+    def removed_after_io_stat(path: str) -> str:
+        if path == f"{doomed}/io.pressure":
+            shutil.rmtree(doomed)
+        return real_read(path)
+
+    monkeypatch.setattr("cgroup_limiter.agent.read_file", removed_after_io_stat)
+    node.tick(agent)
+    assert errors(agent, "vanished") == 1
+    assert errors(agent, "pressure_unavailable") == 0
+    assert "5d1c0a2e-0000-4000-8000-000000000003" not in agent.pods
+    assert agent.pods[UID].throttled() == [(DISK, "write")]  # the others go on as before
+
+
+def test_api_server_unreachable_nothing_is_limited_until_it_answers(node: FakeNode, caplog):
+    node.add_pod("etl", UID, annotations={"limiter.gpu-serving.io/cpu-weight": "20"})
+    api = FakeCoreV1([pod(UID, "etl", 5, annotations={"limiter.gpu-serving.io/cpu-weight": "20"})])
+    api.failures = [ConnectionRefusedError(111, "Connection refused")] * 3
+    source = KubernetesPodSource("node-a", api, backoff_seconds=0.02)
+    agent = Agent(node.config(), source, node.root, source.metrics, clock=node.clock)
+    source.start(lambda: None)
+    try:
+        node.tick(agent)
+        assert sample(agent, "cgroup_limiter_pod_cgroups", state="unidentified") == 1
+        assert errors(agent, "pod_source") == 1
+        assert "list failed: [Errno 111] Connection refused (using the last answer)" in caplog.text
+        api.next_watch()  # the third retry listed
+        node.tick(agent)
+    finally:
+        source.stop()
+    path = node.cgroup_path(UID, "burstable", "cgroupfs")
+    assert (path / "cpu.weight").read_text() == "20"
+    assert sample(agent, "cgroup_limiter_pod_source_errors_total", reason="list") == 3
