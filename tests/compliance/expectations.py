@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from prometheus_client import generate_latest
 
-from gpu_health.checks import GpuExpectation
+from gpu_health.checks import CLOCK_EVENT_REASONS, GpuExpectation
 from platform_matrix import Matrix
 from tests.compliance import node_facts
 
@@ -173,6 +173,61 @@ def node_variables(host: str, hostvars: Mapping[str, Any], inventory: str) -> di
     return variables
 
 
+def fabric_manager_required(variables: Mapping[str, Any], matrix: Matrix) -> bool:
+    """preflight_fabric_manager_required's rule: the product's matrix entry fabric_manager.min_gpus <= the GPU count."""
+    product = matrix.data["gpu_products"].get(variables["gpu_fleet_gpu_product"], {})
+    fabric = product.get("fabric_manager") or {}
+    count = variables["gpu_fleet_gpu_count"]
+    return bool(fabric) and count > 0 and fabric["min_gpus"] <= count
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _count_or_none(value: Any) -> bool:
+    return value is None or _count(value)
+
+
+def gpu_expectation(host: str, resolved: Mapping[str, Any], matrix: Matrix, inventory: str) -> GpuExpectation:
+    """The GPU checks' expectation; a knob of defaults.yml with a value of the wrong kind is refused by name."""
+
+    def knob(name: str, valid: Callable[[Any], bool], wanted: str) -> Any:
+        value = resolved[name]
+        if not valid(value):
+            raise ExpectationError(f"{inventory}: host {host}: {name} is {value!r}, expected {wanted}")
+        return value
+
+    xids = knob(
+        "compliance_gpu_xid_fatal",
+        lambda v: isinstance(v, list) and all(_count(x) for x in v),
+        "a list of Xid numbers",
+    )
+    reasons = knob(
+        "compliance_gpu_clock_event_failures",
+        lambda v: isinstance(v, list) and set(v) <= set(CLOCK_EVENT_REASONS),
+        f"a list of clocks event reasons out of {', '.join(CLOCK_EVENT_REASONS)}",
+    )
+    counts = "null or a whole number >= 0"
+    return GpuExpectation(
+        gpu_count=resolved["gpu_fleet_gpu_count"],
+        driver_version=str(resolved["nvidia_driver_version"]),
+        max_temperature_c=resolved["compliance_gpu_max_temperature_c"],
+        persistence_mode=bool(resolved["compliance_gpu_persistence_mode"]),
+        ecc_enabled=bool(resolved["compliance_gpu_ecc_enabled"]),
+        product=str(resolved["gpu_fleet_gpu_product"]),
+        fatal_xids=frozenset(xids),
+        pcie_generation_judged_when_idle=knob(
+            "compliance_gpu_pcie_generation_judged_when_idle", lambda v: isinstance(v, bool), "true or false"
+        ),
+        nvlink_active_links=knob("compliance_gpu_nvlink_active_links", _count_or_none, counts),
+        ecc_volatile_uncorrected_max=knob("compliance_gpu_ecc_volatile_uncorrected_max", _count, "a whole number >= 0"),
+        ecc_aggregate_uncorrected_max=knob("compliance_gpu_ecc_aggregate_uncorrected_max", _count_or_none, counts),
+        clock_event_failures=frozenset(reasons),
+        fabric_manager=fabric_manager_required(resolved, matrix),
+    )
+
+
 def resolve(host: str, variables: Mapping[str, Any], os_id: str, matrix: Matrix, inventory: str) -> NodeExpectation:
     """The node's expectation: node_variables() plus the roles' defaults for what they leave unset."""
     distribution = DISTRIBUTIONS.get(os_id)
@@ -194,13 +249,7 @@ def resolve(host: str, variables: Mapping[str, Any], os_id: str, matrix: Matrix,
         "nvidia_container_toolkit_runtime_binary",
         role_value("nvidia_container_toolkit", "nvidia_container_toolkit_runtime_binary"),
     )
-    gpu = GpuExpectation(
-        gpu_count=resolved["gpu_fleet_gpu_count"],
-        driver_version=str(resolved["nvidia_driver_version"]),
-        max_temperature_c=resolved["compliance_gpu_max_temperature_c"],
-        persistence_mode=bool(resolved["compliance_gpu_persistence_mode"]),
-        ecc_enabled=bool(resolved["compliance_gpu_ecc_enabled"]),
-    )
+    gpu = gpu_expectation(host, resolved, matrix, inventory)
     targets, skip = metrics_targets(resolved)
     return NodeExpectation(host, distribution, resolved, gpu, targets, skip)
 

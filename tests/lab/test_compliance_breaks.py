@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_health.checks import CHECKS
 from platform_matrix import load
 from tests.compliance import report
 from tests.compliance.node_checks import CONTAINERD_CONFIG
@@ -50,7 +51,7 @@ def test_the_converged_lab_node_complies_and_skips_the_gpu_checks_with_the_reaso
     ):
         assert rows[check].status == "pass", (check, rows[check].message)
     gpu = {check: row for check, row in rows.items() if check.startswith("gpu.")}
-    assert len(gpu) == 6
+    assert len(gpu) == len(CHECKS)
     for row in gpu.values():
         assert row.status == "skip" and row.message.startswith("no GPU on this node (gpu_fleet_gpu_count is 0")
     assert rows["kernel_module"].status == "skip" and "installed only on GPU nodes" in rows["kernel_module"].message

@@ -32,6 +32,17 @@ def nvml_record() -> Callable[[str], dict[str, Any]]:
 
 
 @pytest.fixture
+def dcgm_report() -> Callable[..., dict[str, Any]]:
+    """dcgm_diag of a snapshot whose dcgmi printed tests/unit/compliance/dcgm_records/<name>.json."""
+
+    def diag(name: str, rc: int = 0) -> dict[str, Any]:
+        stdout = (HERE / "dcgm_records" / f"{name}.json").read_text(encoding="utf-8")
+        return {"command": "dcgmi diag -r 1 -j", "rc": rc, "stdout": stdout, "stderr": ""}
+
+    return diag
+
+
+@pytest.fixture
 def lab_facts() -> dict[str, Any]:
     """node_facts.collect() as read from a lab node converged by site.yml (no GPU, NVML driver not loaded)."""
     return copy.deepcopy(_json(HERE / "node_records" / "lab_node_converged.json"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpu_health.checks import CHECKS, evaluate
@@ -19,8 +21,11 @@ def test_prod_expectation_comes_from_the_inventory_and_the_matrix(prod, matrix, 
     assert prod.driver_version == matrix.driver_version
 
 
-def test_a_healthy_h100_node_passes_every_check(prod, nvml_record):
-    outcomes = evaluate(nvml_record("h100x8_healthy"), prod)
+def test_a_healthy_h100_node_passes_every_check(expect, nvml_record, dcgm_report):
+    record = nvml_record("h100x8_healthy")
+    at_its_pin = expect(*PROD, nvidia_driver_version=record["nvml"]["driver_version"]).gpu
+    record["dcgm_diag"] = dcgm_report("diag_r1_pass")
+    outcomes = evaluate(record, replace(at_its_pin, fabric_manager=True))
     assert set(outcomes) == set(CHECKS)
     assert {name: o.status for name, o in outcomes.items()} == dict.fromkeys(CHECKS, "pass")
     assert outcomes["count"].message == "NVML shows 8 GPUs, gpu_fleet_gpu_count is 8"

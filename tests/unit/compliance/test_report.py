@@ -84,6 +84,8 @@ def test_the_runner_reports_this_machine_and_exits_non_zero(tmp_path):
             and "nvidia-smi is not installed" in rows["driver_packages"].message
         )
     assert rows["gpu.count"].status == "skip" and "NVML is unavailable" in rows["gpu.count"].message
+    for check in ("xid", "pcie_link", "nvlink", "ecc_errors", "clocks_event_reasons", "fabric", "dcgm_diag"):
+        assert rows[f"gpu.{check}"].status == "skip" and "NVML is unavailable" in rows[f"gpu.{check}"].message
     assert rows["kernel_module"].status == "skip"
     assert f"{len(rows)} pass" not in done.stdout and "node(s):" in done.stdout
     assert (tmp_path / "reports" / report.MARKDOWN_NAME).exists()
