@@ -58,6 +58,10 @@ TERMINATION_GRACE_SECONDS = PRE_STOP_SECONDS + EXIT_TIMEOUT_SECONDS + 15
 # One inference through Envoy: the queue timeout of the example models (2 s) plus the compute of
 # a large batch, with room. Triton answers an overloaded queue with UNAVAILABLE long before this.
 ROUTE_TIMEOUT = "30s"
+# The node agent of limiter/ never throttles a pod carrying this (besides the serving stack's
+# protect rule that roles/k8s_addons renders for every environment): Triton loading a large
+# model must not be capped by the agent that exists to protect it.
+LIMITER_PROTECTED = "limiter.gpu-serving.io/protected"
 # Retry only what never reached a Triton process: a second attempt goes to another pod (Envoy's
 # default retry host predicate is off, but round robin picks another). An answered error, and a
 # queue rejection above all, goes back to the gateway: retrying it would add load where there is too much.
@@ -170,7 +174,8 @@ def triton_pod_template(cfg: StackConfig) -> Obj:
     return {
         "metadata": {
             "labels": labels,
-            "annotations": {"proxy.istio.io/config": drain} | model_store.annotations(triton),
+            "annotations": {"proxy.istio.io/config": drain, LIMITER_PROTECTED: "true"}
+            | model_store.annotations(triton),
         },
         "spec": {
             "serviceAccountName": "triton",
