@@ -2,10 +2,14 @@
 
 The node lives in its own state directory and inventory (not the developer's `make lab`
 node); the VM image comes from the shared cache, so only the first run on a machine builds it.
+
+LAB_REUSE_INVENTORY=<hosts.yml of a running lab> (opt-in) runs the tests against that lab's
+first node instead: nothing is booted, checked or converged, and the node is left running.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -13,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lab_fleet.ansible_env import ansible_env
 from lab_fleet.lab import Lab
 from tests.lab.play_report import PlayReport, assert_succeeded
 
 REPO = Path(__file__).resolve().parents[2]
+REUSE_ENV = "LAB_REUSE_INVENTORY"
 
 
 @dataclass
@@ -30,6 +36,13 @@ class LabNode:
     inventory: Path
     fact_cache: Path
     runs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+    reused: bool = False  # a running node from LAB_REUSE_INVENTORY: no check or converge run here
+
+    def run_of(self, key: str) -> subprocess.CompletedProcess[str]:
+        """The session's "check" or "converge" run; skips the test on a reused node, which has none."""
+        if key not in self.runs:
+            pytest.skip(f"{REUSE_ENV} reuses a running node: this session made no {key} run")
+        return self.runs[key]
 
     def run(self, cmd: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
@@ -80,9 +93,29 @@ def changed_tasks(result: subprocess.CompletedProcess[str]) -> list[str]:
     return list(PlayReport.parse(result).changed)
 
 
+def reused_node(inventory: Path, fact_cache: Path) -> LabNode:
+    """The first host of a running lab's inventory (written by `scripts/lab up`, beside its state dir's key)."""
+    try:
+        hosts = yaml.safe_load(inventory.read_text())["all"]["children"]["gpu_nodes"]["hosts"]
+        name, host = next(iter(hosts.items()))
+        state_dir = Path(host["ansible_ssh_private_key_file"]).parent
+    except (OSError, yaml.YAMLError, KeyError, TypeError, StopIteration, AttributeError) as error:
+        raise pytest.UsageError(
+            f"{REUSE_ENV}={inventory}: not a lab inventory with a host under all.children.gpu_nodes.hosts "
+            f"and its ansible_ssh_private_key_file ({type(error).__name__}: {error})"
+        ) from None
+    lab = Lab(state_dir=state_dir, cache_dir=Lab.from_environment().cache_dir, inventory=inventory)
+    if lab.known_node(name).pid() is None:
+        raise pytest.UsageError(f"{REUSE_ENV}={inventory}: {name} is not running (state dir {state_dir})")
+    return LabNode(lab=lab, name=name, inventory=inventory, fact_cache=fact_cache, reused=True)
+
+
 @pytest.fixture(scope="session")
 def lab_vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabNode]:
-    """A fresh, unprovisioned lab node."""
+    """A fresh, unprovisioned lab node (or the running one that LAB_REUSE_INVENTORY names, left running)."""
+    if reuse := os.environ.get(REUSE_ENV):
+        yield reused_node(Path(reuse).resolve(), tmp_path_factory.mktemp("facts"))
+        return
     root = tmp_path_factory.mktemp("lab")
     inventory_dir = root / "inventory"
     shutil.copytree(REPO / "inventories/lab/group_vars", inventory_dir / "group_vars")
@@ -101,9 +134,10 @@ def lab_vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabNode]:
 def lab_node(lab_vm: LabNode) -> LabNode:
     """The lab node after a --check --diff run on the fresh node and a converging site.yml run.
 
-    Both runs are kept in `lab_node.runs` ("check", "converge") for the tests that judge them.
+    Both runs are kept in `lab_node.runs` ("check", "converge") for the tests that judge them;
+    a reused node (LAB_REUSE_INVENTORY) is taken as it is, with neither.
     """
-    if "converge" not in lab_vm.runs:
+    if not lab_vm.reused and "converge" not in lab_vm.runs:
         lab_vm.runs["check"] = lab_vm.playbook("playbooks/site.yml", "--check", "--diff")
         lab_vm.runs["converge"] = lab_vm.playbook("playbooks/site.yml")
         converge = lab_vm.runs["converge"]
