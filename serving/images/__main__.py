@@ -1,5 +1,6 @@
-"""python -m serving.images {base,gateway,drift}: build an image (the base first, from the cache if it is
-there) and print its tag; times go to stderr."""
+"""python -m serving.images {base,gateway,drift,limiter} [--save FILE]: build an image (the base first, from
+the cache if it is there) and print its tag; times go to stderr. --save also writes the image as a
+docker-archive tarball (for `ctr images import` on a node that reaches no registry)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from platform_matrix import MatrixError, load
 from serving.images.apps import APPS, RequirementError
 from serving.images.base import BaseImageError, ensure_base
-from serving.images.build import build
+from serving.images.build import build, save
 from serving.images.podman import PodmanError
 
 
@@ -24,20 +25,23 @@ def cache_dir() -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serving.images", description=__doc__)
     parser.add_argument("image", choices=["base", *APPS])
+    parser.add_argument("--save", type=Path, metavar="FILE", help="also write the image as a docker-archive tarball")
     args = parser.parse_args(argv)
     try:
         matrix = load()
         base, seconds = ensure_base(matrix.data["container_base"], cache_dir(), matrix.path)
         print(f"images: base {base} ({'cached' if seconds is None else f'{seconds:.0f} s'})", file=sys.stderr)
-        if args.image == "base":
-            print(base)
-            return 0
-        built = build(APPS[args.image], base)
+        tag = base
+        if args.image != "base":
+            built = build(APPS[args.image], base)
+            tag = built.tag
+            print(f"images: {tag} built in {built.seconds:.0f} s", file=sys.stderr)
+        if args.save:
+            print(f"images: {tag} saved to {save(tag, args.save)}", file=sys.stderr)
     except (MatrixError, BaseImageError, PodmanError, RequirementError) as err:
         print(f"images: {err}", file=sys.stderr)
         return 1
-    print(f"images: {built.tag} built in {built.seconds:.0f} s", file=sys.stderr)
-    print(built.tag)
+    print(tag)
     return 0
 
 

@@ -1,7 +1,8 @@
-"""The serving layer's images: which module each runs, its port, and the packages it needs.
+"""The images: which module each runs, its port, its user, the packages it needs and the sources it is built from.
 
 Versions are not written here: each package is installed at the exact pin (==) that the
-repository's requirements files give it, so the image runs what the tests ran.
+requirements files give it (the repository's for the serving apps, limiter/requirements.txt for the
+limiter agent), so the image runs what the tests ran.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIREMENTS = (REPO / "requirements.txt", REPO / "requirements-dev.txt")
+LIMITER_REQUIREMENTS = (REPO / "limiter/requirements.txt",)
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<extras>\[[^\]]*\])?==(?P<version>\S+)")
 
 
@@ -24,11 +26,16 @@ class App:
     name: str
     module: str
     port: int
-    packages: tuple[str, ...]
+    packages: tuple[str, ...]  # empty: every exact pin of `requirements`
+    user: str = "10001:10001"
+    # Repository paths copied into the build context (by their last name) and checked for a dirty tree.
+    sources: tuple[str, ...] = ("serving", "model_repository")
+    requirements: tuple[Path, ...] = REQUIREMENTS
+    recipe: str = ""  # the Containerfile's repository path; default serving/images/<name>/Containerfile
 
     @property
     def containerfile(self) -> Path:
-        return Path(__file__).with_name(self.name) / "Containerfile"
+        return REPO / self.recipe if self.recipe else Path(__file__).with_name(self.name) / "Containerfile"
 
     @property
     def repository(self) -> str:
@@ -48,6 +55,18 @@ APPS: dict[str, App] = {
         port=8080,
         packages=("evidently", "pandas", "prometheus-client"),
     ),
+    # The cgroup limiter node agent (a DaemonSet): uid 0 without capabilities, to write the
+    # root-owned cgroup files (see limiter/README.md); its own requirements file is its whole set.
+    "limiter": App(
+        name="limiter",
+        module="cgroup_limiter",
+        port=9500,
+        packages=(),
+        user="0",
+        sources=("limiter/cgroup_limiter",),
+        requirements=LIMITER_REQUIREMENTS,
+        recipe="limiter/Containerfile",
+    ),
 }
 
 
@@ -66,8 +85,26 @@ def pins(files: tuple[Path, ...] = REQUIREMENTS) -> dict[str, tuple[str, str]]:
     return found
 
 
-def requirement_lines(app: App, files: tuple[Path, ...] = REQUIREMENTS) -> list[str]:
-    """The app's pip requirement lines, each exactly as pinned in the requirements files."""
+def _every_pin(app: App, files: tuple[Path, ...]) -> list[str]:
+    """Every requirement of the files, each of which must be an exact pin."""
+    lines = []
+    for path in files:
+        for number, raw in enumerate(path.read_text().splitlines(), start=1):
+            line = raw.split("#", 1)[0].strip()
+            if line and not _PIN.match(line):
+                raise RequirementError(
+                    f"{path}:{number}: {app.name} takes every requirement of this file; {line!r} is not pinned with =="
+                )
+            if line:
+                lines.append(line)
+    return lines
+
+
+def requirement_lines(app: App, files: tuple[Path, ...] | None = None) -> list[str]:
+    """The app's pip requirement lines, each exactly as pinned in the requirements files (default: the app's)."""
+    files = files or app.requirements
+    if not app.packages:
+        return _every_pin(app, files)
     known = pins(files)
     missing = [name for name in app.packages if _canonical(name) not in known]
     if missing:

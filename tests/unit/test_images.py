@@ -1,5 +1,5 @@
 """serving/images/ without podman: pins come from the requirements files, each Containerfile runs its app's
-module on its port as a non-root user, and a moved Debian mirror names the pin to change."""
+module on its port as its user (non-root but for the limiter), and a moved Debian mirror names the pin to change."""
 
 from __future__ import annotations
 
@@ -9,26 +9,42 @@ from pathlib import Path
 import pytest
 
 from platform_matrix import load
-from serving.images.apps import APPS, App, RequirementError, requirement_lines
+from serving.images.apps import APPS, App, RequirementError, pins, requirement_lines
 from serving.images.base import BaseImageError, check_python, installed_version
 
 SPEC = load().data["container_base"]
 
 
 @pytest.mark.parametrize("name", sorted(APPS))
-def test_each_containerfile_runs_its_module_on_its_port_as_non_root(name: str) -> None:
+def test_each_containerfile_runs_its_module_on_its_port_as_its_user(name: str) -> None:
     app = APPS[name]
     text = app.containerfile.read_text()
     assert f'ENTRYPOINT ["/opt/venv/bin/python", "-m", "{app.module}"]' in text
     assert re.findall(r"^EXPOSE (\d+)$", text, re.MULTILINE) == [str(app.port)]
-    assert re.findall(r"^USER (\S+)$", text, re.MULTILINE) == ["10001:10001"]
+    assert re.findall(r"^USER (\S+)$", text, re.MULTILINE) == [app.user]
+
+
+def test_only_the_limiter_runs_as_root() -> None:
+    """It writes root-owned cgroup files with no capability (limiter/README.md); every other app is uid 10001."""
+    assert {name for name, app in APPS.items() if app.user != "10001:10001"} == {"limiter"}
+    assert APPS["limiter"].user == "0"
 
 
 @pytest.mark.parametrize("name", sorted(APPS))
 def test_every_package_of_an_image_is_pinned_exactly_in_the_requirements(name: str) -> None:
     lines = requirement_lines(APPS[name])
-    assert len(lines) == len(APPS[name].packages)
-    assert all("==" in line for line in lines)
+    assert len(lines) == (len(APPS[name].packages) or len(pins(APPS[name].requirements)))
+    assert lines and all("==" in line for line in lines)
+
+
+def test_an_app_without_a_package_list_takes_every_line_and_each_must_be_pinned(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# agent\nPyYAML==6.0.4\nkubernetes==37.0.2  # API watch\n")
+    app = App(name="agent", module="agent", port=1, packages=(), requirements=(requirements,))
+    assert requirement_lines(app) == ["PyYAML==6.0.4", "kubernetes==37.0.2"]
+    requirements.write_text("PyYAML==6.0.4\nkubernetes>=37\n")
+    with pytest.raises(RequirementError, match=rf"^{re.escape(str(requirements))}:2: agent takes every requirement"):
+        requirement_lines(app)
 
 
 def test_a_package_without_an_exact_pin_is_named(tmp_path: Path) -> None:
