@@ -1,4 +1,4 @@
-"""`python -m platform_matrix check [--triton 24.05 --driver 535.216.03 ...]`: exit 1 on a problem.
+"""`python -m platform_matrix check [--triton 24.05 --driver 580.105.08 ...]`: exit 1 on a problem.
 
 `python -m platform_matrix serving-lab-requirements [--no-deps]`: the pip lines of the serving
 lab's venv (mk/serving.mk), one per line.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import date
 
 from platform_matrix import MatrixError, check, load, pinned_stack
 
@@ -24,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubernetes", dest="kubernetes_version")
     parser.add_argument("--mig-strategy")
     parser.add_argument("--cuda-forward-compat", action="store_true", default=None)
+    parser.add_argument("--gpu-count", type=int, default=None)
+    parser.add_argument("--os-family", help="Debian, Ubuntu or RedHat: picks the driver source and its driver")
+    parser.add_argument("--os-version", help="12, 22.04, 24.04, 9")
+    parser.add_argument("--kernel", dest="kernel_release", help="a kernel release (uname -r): its headers package")
+    parser.add_argument("--date", dest="today", type=date.fromisoformat, help="judge the driver lifecycle on this day")
     parser.add_argument("--no-deps", action="store_true", help="serving-lab-requirements: the wheel pip installs alone")
     args = vars(parser.parse_args(argv))
     path = args.pop("file")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import date
+from typing import Any
 
+from platform_matrix.kernel import KernelHeadersError, headers_package, kernel_flavour
+from platform_matrix.lifecycle import unsupported_reason, waiver_problems
 from platform_matrix.matrix import Matrix, driver_branch, k8s_minor, version_tuple
 
 
@@ -23,6 +28,14 @@ class Stack:
     cuda_forward_compat: bool = False
     os_family: str | None = None
     os_version: str | None = None
+    driver_source: str | None = None
+    kernel_release: str | None = None
+    gpu_count: int = 0
+    driver_eol_waiver: Mapping[str, Any] | None = None
+    # The branch the inventory says its fleet runs ("580"); None: no expectation.
+    fleet_driver_branch: str | None = None
+    # The day the lifecycle is judged on; None: today.
+    today: date | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,7 @@ def triton_driver(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
 
 
 def product_driver(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
-    """Some GPUs need a minimum driver branch of their own."""
+    """Some GPUs need a minimum driver of their own; forward compatibility does not lower it."""
     if stack.gpu_product is None or stack.driver_version is None:
         return
     try:
@@ -94,13 +107,125 @@ def product_driver(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
     except KeyError as exc:
         yield Problem("gpu_product", str(exc.args[0]), ("gpu_product",))
         return
-    needed = product.get("min_driver_branch")
-    if needed and driver_branch(stack.driver_version) < needed:
+    needed = product.get("min_driver")
+    if needed and version_tuple(stack.driver_version) < version_tuple(needed):
+        compat = "; CUDA forward compatibility does not change that" if stack.cuda_forward_compat else ""
         yield Problem(
             "product_driver",
-            f"{stack.gpu_product} needs driver R{needed} or later, the pin is {stack.driver_version}",
+            f"{stack.gpu_product} needs driver {needed} or later, the pin is {stack.driver_version}{compat}",
             ("gpu_product", "driver_version"),
         )
+
+
+def triton_gpu(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
+    """A Triton release runs on the compute capabilities and architectures its release notes name."""
+    if stack.triton_release is None or stack.gpu_product is None:
+        return
+    releases, products = matrix.data["triton"]["releases"], matrix.data["gpu_products"]
+    if stack.triton_release not in releases or stack.gpu_product not in products:
+        return  # reported by triton_driver and product_driver
+    release, product = releases[stack.triton_release], products[stack.gpu_product]
+    name = f"{stack.gpu_product} ({product['architecture']}, compute capability {product['compute_capability']})"
+    if version_tuple(product["compute_capability"]) < version_tuple(release["min_compute_capability"]):
+        yield Problem(
+            "triton_gpu",
+            f"Triton {stack.triton_release} needs compute capability {release['min_compute_capability']} "
+            f"or later, not {name}",
+            ("triton_release", "gpu_product"),
+        )
+    elif product["architecture"] not in release["architectures"]:
+        yield Problem(
+            "triton_gpu",
+            f"Triton {stack.triton_release} (CUDA {release['cuda']}) does not support {name}; it runs on "
+            f"{', '.join(release['architectures'])}",
+            ("triton_release", "gpu_product"),
+        )
+
+
+def fabric_manager_required(product: Mapping[str, Any], gpu_count: int) -> bool:
+    """NVSwitch baseboards: the product's fabric_manager entry and the GPUs on the node."""
+    entry = product.get("fabric_manager") or {}
+    return bool(entry) and gpu_count >= entry["min_gpus"]
+
+
+def fabric_manager(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
+    """Every product says whether it needs Fabric Manager; an NVSwitch node needs a source that has it."""
+    if stack.gpu_product is None or stack.gpu_product not in matrix.data["gpu_products"]:
+        return  # unknown products: product_driver
+    product = matrix.gpu_product(stack.gpu_product)
+    if "fabric_manager" not in product:
+        yield Problem(
+            "fabric_manager",
+            f"{stack.gpu_product} has no fabric_manager entry in gpu_products of the platform matrix; say "
+            "whether its nodes need NVIDIA Fabric Manager (false, or {min_gpus: N} for NVSwitch baseboards)",
+            ("gpu_product",),
+        )
+        return
+    sources = matrix.data["nvidia_driver"]["sources"]
+    if not fabric_manager_required(product, stack.gpu_count) or stack.driver_source not in sources:
+        return
+    if "fabricmanager_package" not in sources[stack.driver_source]:
+        yield Problem(
+            "fabric_manager",
+            f"{stack.gpu_count} x {stack.gpu_product} is an NVSwitch system that needs NVIDIA Fabric Manager, "
+            f"which the driver source {stack.driver_source} does not package; use NVIDIA's repository (Ubuntu, RHEL)",
+            ("gpu_product", "driver_source"),
+        )
+
+
+def _supported_branches(matrix: Matrix, on: date) -> list[str]:
+    branches = matrix.data["nvidia_driver"]["branches"]
+    return [f"R{b}" for b in sorted(branches) if unsupported_reason(b, branches[b], on) is None]
+
+
+def driver_lifecycle(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
+    """The pin's branch is inside NVIDIA's support, or the inventory waives it by name with a reason."""
+    if stack.driver_version is None:
+        return
+    on = stack.today or date.today()
+    waiver = stack.driver_eol_waiver or {}
+    invalid = list(waiver_problems(waiver, on)) if waiver else []
+    for reason in invalid:
+        yield Problem("driver_eol_waiver", reason, ("driver_eol_waiver",))
+    branch = str(driver_branch(stack.driver_version))
+    why = unsupported_reason(branch, matrix.data["nvidia_driver"]["branches"].get(branch), on)
+    if why is None or (waiver and not invalid and str(waiver["branch"]) == branch):
+        return
+    if waiver and not invalid:
+        hint = f"the waiver names R{waiver['branch']}, not R{branch}"
+    else:
+        supported = ", ".join(_supported_branches(matrix, on)) or "none in the matrix"
+        hint = (
+            f"pin a supported branch ({supported}) or accept R{branch} explicitly with a waiver "
+            f'{{branch: "{branch}", reason: "..."}}'
+        )
+    yield Problem("driver_lifecycle", f"{why}; {hint}", ("driver_version", "driver_eol_waiver"))
+
+
+def fleet_branch(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
+    """The inventory's expected branch (say R580 on NVIDIA's repositories) is the branch it gets."""
+    if not stack.fleet_driver_branch or stack.driver_version is None:
+        return
+    branch = str(driver_branch(stack.driver_version))
+    if branch != str(stack.fleet_driver_branch):
+        source = f" from {stack.driver_source}" if stack.driver_source else ""
+        yield Problem(
+            "fleet_branch",
+            f"the fleet runs R{stack.fleet_driver_branch}, this node would get {stack.driver_version}{source}",
+            ("fleet_driver_branch", "driver_version"),
+        )
+
+
+def kernel_headers(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
+    """The running kernel's flavour has a headers metapackage on this OS version."""
+    if stack.kernel_release is None or stack.os_family is None or stack.os_version is None:
+        return
+    if stack.os_version not in matrix.data["operating_systems"].get(stack.os_family, {}).get("versions", []):
+        return  # reported by operating_system
+    try:
+        headers_package(matrix.data, stack.os_family, stack.os_version, stack.kernel_release)
+    except KernelHeadersError as exc:
+        yield Problem("kernel_headers", str(exc), ("kernel_release",))
 
 
 def kernel_module(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
@@ -193,6 +318,11 @@ def operating_system(matrix: Matrix, stack: Stack) -> Iterator[Problem]:
 RULES: tuple[Rule, ...] = (
     triton_driver,
     product_driver,
+    triton_gpu,
+    driver_lifecycle,
+    fleet_branch,
+    fabric_manager,
+    kernel_headers,
     kernel_module,
     toolkit_version,
     kubernetes_version,
@@ -207,14 +337,46 @@ def check(matrix: Matrix, stack: Stack) -> list[Problem]:
 
 
 def pinned_stack(matrix: Matrix, **choices: object) -> Stack:
-    """The matrix's own pins, overridden by an environment's choices."""
+    """The matrix's own pins, overridden by an environment's choices.
+
+    The driver source follows the OS family, and the driver the source packages (the fleet pin,
+    or the source's own version where it cannot package the pin)."""
     data = matrix.data
+    given = {key: value for key, value in choices.items() if value is not None}
+    source = given.get("driver_source")
+    if source is None and isinstance(given.get("os_family"), str):
+        source = matrix.os_driver_source(given["os_family"])
+    sources = data["nvidia_driver"]["sources"]
     defaults: dict[str, object] = {
         "triton_release": data["triton"]["default_release"],
-        "driver_version": data["nvidia_driver"]["version"],
+        "driver_version": matrix.source_driver_version(source) if source in sources else matrix.driver_version,
+        "driver_source": source,
         "kernel_module": data["nvidia_driver"]["kernel_module"],
         "container_toolkit": data["container_toolkit"]["version"],
         "kubernetes_version": data["kubernetes"]["version"],
     }
-    defaults.update({key: value for key, value in choices.items() if value is not None})
+    defaults.update(given)
     return Stack(**defaults)  # type: ignore[arg-type]
+
+
+def node_facts(matrix: Matrix, stack: Stack) -> dict[str, object]:
+    """What the roles after preflight need from the matrix for one node (roles/preflight sets them).
+
+    Values that cannot be known are empty; check() reports why, and preflight stops there."""
+    product = matrix.data["gpu_products"].get(stack.gpu_product or "", {})
+    flavour = headers = ""
+    family, version, release = stack.os_family or "", stack.os_version or "", stack.kernel_release
+    system = matrix.data["operating_systems"].get(family)
+    if system and release:
+        flavour = kernel_flavour(release, system["package_manager"])
+        if version in system["versions"]:
+            with contextlib.suppress(KernelHeadersError):
+                flavour, headers = headers_package(matrix.data, family, version, release)
+    branch = str(driver_branch(stack.driver_version)) if stack.driver_version else ""
+    return {
+        "driver_branch": branch,
+        "driver_source": stack.driver_source or "",
+        "fabric_manager_required": fabric_manager_required(product, stack.gpu_count),
+        "kernel_flavour": flavour,
+        "kernel_headers_package": headers,
+    }

@@ -87,6 +87,15 @@ class Matrix:
     def driver_source(self, name: str) -> Mapping[str, Any]:
         return self.data["nvidia_driver"]["sources"][name]
 
+    def source_driver_version(self, name: str) -> str:
+        """The driver a source installs: its own `version` where it cannot package the fleet pin."""
+        return self.driver_source(name).get("version", self.driver_version)
+
+    def os_driver_source(self, family: str) -> str | None:
+        """The driver source of an OS family, None for an unsupported family."""
+        entry = self.data["operating_systems"].get(family)
+        return entry["driver_source"] if entry else None
+
     @property
     def serving_lab(self) -> Mapping[str, Any]:
         return self.data["serving_lab"]
@@ -132,19 +141,8 @@ def _cross_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 f"operating_systems.{family}.driver_source",
                 f"{entry['driver_source']!r} is not one of nvidia_driver.sources",
             )
-    driver = data["nvidia_driver"]["version"]
-    for name, source in sources.items():
-        if not source["package_version"].startswith(driver):
-            yield (
-                f"nvidia_driver.sources.{name}.package_version",
-                f"{source['package_version']!r} does not package the pinned driver {driver}",
-            )
-    for product, entry in data["gpu_products"].items():
-        if entry["architecture"] not in data["kernel_modules"]:
-            yield (
-                f"gpu_products.{product}.architecture",
-                f"{entry['architecture']!r} is not one of kernel_modules",
-            )
+    yield from _driver_references(data)
+    yield from _hardware_references(data)
     toolkit = data["container_toolkit"]
     if version_tuple(toolkit["version"]) < version_tuple(toolkit["min_version"]):
         yield "container_toolkit.version", f"{toolkit['version']} is below min_version {toolkit['min_version']}"
@@ -158,6 +156,57 @@ def _cross_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             "container_base.python_package_minimum",
             f"{base['python_package_minimum']!r} does not package Python {base['python_version']}",
         )
+
+
+def _driver_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Each source packages its driver (packages, fabric manager, dnf stream); every pin has a lifecycle."""
+    driver = data["nvidia_driver"]
+    branches = driver["branches"]
+    if str(driver_branch(driver["version"])) not in branches:
+        yield "nvidia_driver.version", f"R{driver_branch(driver['version'])} has no entry in nvidia_driver.branches"
+    for branch, entry in branches.items():
+        if (entry["kind"] == "new_feature") != (entry["end_of_life"] is None):
+            yield (
+                f"nvidia_driver.branches.{branch}.end_of_life",
+                "is null exactly for a new feature branch (NVIDIA gives those no end of life date)",
+            )
+    for name, source in driver["sources"].items():
+        key = f"nvidia_driver.sources.{name}"
+        version = source.get("version", driver["version"])
+        if str(driver_branch(version)) not in branches:
+            yield f"{key}.version", f"R{driver_branch(version)} has no entry in nvidia_driver.branches"
+        for field in ("package_version", "fabricmanager_package_version"):
+            if field in source and not source[field].startswith(version):
+                yield f"{key}.{field}", f"{source[field]!r} does not package the driver {version} of this source"
+        for flavour, stream in source.get("dnf_module", {}).get("streams", {}).items():
+            if not stream.startswith(f"{driver_branch(version)}-"):
+                yield f"{key}.dnf_module.streams.{flavour}", f"{stream!r} is not a stream of R{driver_branch(version)}"
+
+
+def _hardware_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Architectures named anywhere are known; every supported OS version has its kernel headers."""
+    architectures = data["kernel_modules"]
+    for product, entry in data["gpu_products"].items():
+        if entry["architecture"] not in architectures:
+            yield (
+                f"gpu_products.{product}.architecture",
+                f"{entry['architecture']!r} is not one of kernel_modules",
+            )
+    for release, entry in data["triton"]["releases"].items():
+        for index, architecture in enumerate(entry["architectures"]):
+            if architecture not in architectures:
+                yield (
+                    f"triton.releases.{release}.architectures.{index}",
+                    f"{architecture!r} is not one of kernel_modules",
+                )
+    headers = data["kernel_headers"]
+    for family, entry in data["operating_systems"].items():
+        for version in entry["versions"]:
+            if version not in headers.get(family, {}):
+                yield f"kernel_headers.{family}", f"has no entry for {family} {version}, a supported version"
+    for family in headers:
+        if family not in data["operating_systems"]:
+            yield f"kernel_headers.{family}", "is not one of operating_systems"
 
 
 def _serving_lab_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

@@ -17,6 +17,54 @@ _IMAGE = {
 _PACKAGES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
 _PIN = {"type": "string", "pattern": r"^\d+(\.\d+)+$"}
 _MINOR = {"type": "string", "pattern": r"^\d+\.\d+$"}
+_DRIVER = {"type": "string", "pattern": r"^\d{3}\.\d+(\.\d+)?$"}
+_ARCHITECTURES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}}
+# A kernel flavour as the kernel release ends (6.1.0-27-cloud-amd64 -> cloud-amd64) -> its headers metapackage.
+_FLAVOURS = {
+    "type": "object",
+    "propertyNames": {"pattern": r"^[a-z0-9][a-z0-9-]*$"},
+    "additionalProperties": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9.+-]*$"},
+}
+_KERNEL_HEADERS = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": {
+        "type": "object",
+        "minProperties": 1,
+        "additionalProperties": {
+            "type": "object",
+            "required": ["series", "flavours"],
+            "additionalProperties": False,
+            "properties": {
+                "series": _MINOR,
+                "flavours": {**_FLAVOURS, "minProperties": 1},
+                "hwe_flavours": _FLAVOURS,
+            },
+        },
+    },
+}
+_BRANCHES = {
+    "type": "object",
+    "minProperties": 1,
+    "propertyNames": {"pattern": r"^\d{3}$"},
+    "additionalProperties": {
+        "type": "object",
+        "required": ["kind", "end_of_life"],
+        "additionalProperties": False,
+        "properties": {
+            "kind": {"enum": ["lts", "production", "new_feature"]},
+            # YYYY-MM: supported through the end of that month, as NVIDIA publishes it; "ended": NVIDIA
+            # lists the branch as end of life without a date; null: a new feature branch (no date).
+            "end_of_life": {
+                "oneOf": [
+                    {"type": "string", "pattern": r"^\d{4}-(0[1-9]|1[0-2])$"},
+                    {"const": "ended"},
+                    {"type": "null"},
+                ]
+            },
+        },
+    },
+}
 _SERVING_LAB = {
     "type": "object",
     "required": ["triton", "python_packages", "debian_packages"],
@@ -74,6 +122,7 @@ MATRIX_SCHEMA: dict[str, Any] = {
         "gpu_products",
         "kernel_modules",
         "operating_systems",
+        "kernel_headers",
         "serving_lab",
         "container_base",
     ],
@@ -95,10 +144,10 @@ MATRIX_SCHEMA: dict[str, Any] = {
         },
         "nvidia_driver": {
             "type": "object",
-            "required": ["version", "kernel_module", "sources", "upgrade_blacklist"],
+            "required": ["version", "kernel_module", "branches", "sources", "upgrade_blacklist"],
             "additionalProperties": False,
             "properties": {
-                "version": {"type": "string", "pattern": r"^\d{3}\.\d+(\.\d+)?$"},
+                "version": _DRIVER,
                 "kernel_module": {"enum": ["open", "proprietary"]},
                 "sources": {
                     "type": "object",
@@ -114,6 +163,8 @@ MATRIX_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "properties": {
                             "description": {"type": "string"},
+                            # Only where the source cannot package the fleet pin (Debian 12: R535).
+                            "version": _DRIVER,
                             "package_version": {"type": "string", "minLength": 1},
                             "userspace_packages": _PACKAGES,
                             "persistence_package": {"type": "string", "minLength": 1},
@@ -123,9 +174,33 @@ MATRIX_SCHEMA: dict[str, Any] = {
                                 "additionalProperties": False,
                                 "properties": {"open": _PACKAGES, "proprietary": _PACKAGES},
                             },
+                            "fabricmanager_package": {"type": "string", "minLength": 1},
+                            "fabricmanager_package_version": {"type": "string", "minLength": 1},
+                            "dnf_module": {
+                                "type": "object",
+                                "required": ["name", "streams"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    "name": {"type": "string", "minLength": 1},
+                                    "streams": {
+                                        "type": "object",
+                                        "required": ["open", "proprietary"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "open": {"type": "string", "pattern": r"^\d{3}-[a-z]+$"},
+                                            "proprietary": {"type": "string", "pattern": r"^\d{3}-[a-z]+$"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                        "dependentRequired": {
+                            "fabricmanager_package": ["fabricmanager_package_version"],
+                            "fabricmanager_package_version": ["fabricmanager_package"],
                         },
                     },
                 },
+                "branches": _BRANCHES,
                 "upgrade_blacklist": _PACKAGES,
             },
         },
@@ -159,12 +234,22 @@ MATRIX_SCHEMA: dict[str, Any] = {
                     "propertyNames": {"pattern": r"^\d{2}\.\d{2}$"},
                     "additionalProperties": {
                         "type": "object",
-                        "required": ["server_version", "cuda", "min_driver_branch", "forward_compat", "digest"],
+                        "required": [
+                            "server_version",
+                            "cuda",
+                            "min_driver_branch",
+                            "forward_compat",
+                            "min_compute_capability",
+                            "architectures",
+                            "digest",
+                        ],
                         "additionalProperties": False,
                         "properties": {
                             "server_version": _PIN,
                             "cuda": _VERSION,
                             "min_driver_branch": {"type": "integer", "minimum": 400},
+                            "min_compute_capability": _MINOR,
+                            "architectures": _ARCHITECTURES,
                             "forward_compat": {"type": "array", "items": _VERSION},
                             "digest": _DIGEST,
                         },
@@ -190,13 +275,27 @@ MATRIX_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": {
                 "type": "object",
-                "required": ["architecture", "datacenter", "mig"],
+                "required": ["architecture", "compute_capability", "datacenter", "mig"],
                 "additionalProperties": False,
                 "properties": {
                     "architecture": {"type": "string"},
+                    "compute_capability": _MINOR,
                     "datacenter": {"type": "boolean"},
                     "mig": {"type": "boolean"},
-                    "min_driver_branch": {"type": "integer", "minimum": 400},
+                    "min_driver": _DRIVER,
+                    # false: never needs NVIDIA Fabric Manager; {min_gpus: 8}: nodes with that many of
+                    # them are NVSwitch baseboards and need it. Absent: unknown, preflight refuses the product.
+                    "fabric_manager": {
+                        "oneOf": [
+                            {"const": False},
+                            {
+                                "type": "object",
+                                "required": ["min_gpus"],
+                                "additionalProperties": False,
+                                "properties": {"min_gpus": {"type": "integer", "minimum": 2}},
+                            },
+                        ]
+                    },
                 },
             },
         },
@@ -222,6 +321,7 @@ MATRIX_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        "kernel_headers": _KERNEL_HEADERS,
         "serving_lab": _SERVING_LAB,
         "container_base": _CONTAINER_BASE,
     },
