@@ -65,16 +65,46 @@ CASES: list[tuple[str, dict[str, object], str]] = [
         {"preflight_platform_matrix_file": "@broken"},
         "nvidia_driver.version: 535 is not of type 'string'",
     ),
+    # Issue 13: each a preflight error naming the variable.
+    (
+        "end-of-life branch without a waiver",
+        {"gpu_fleet_driver_eol_waiver": {}},
+        "nvidia_driver_version, gpu_fleet_driver_eol_waiver: [driver_lifecycle] R535 (long-term support branch)",
+    ),
+    (
+        "GPU product without a fabric-manager entry",
+        {"gpu_fleet_gpu_product": "NVIDIA-H100-80GB-HBM3", "preflight_platform_matrix_file": "@no-fabric-manager"},
+        "gpu_fleet_gpu_product: [fabric_manager] NVIDIA-H100-80GB-HBM3 has no fabric_manager entry",
+    ),
+    (
+        "kernel flavour without a headers package",
+        {"preflight_platform_matrix_file": "@no-lab-flavour"},
+        "ansible_facts.kernel: [kernel_headers] kernel ",
+    ),
 ]
 
 
 def _matrix_variants(directory: Path) -> dict[str, str]:
-    """Matrix files for the cases that need one: without Debian, and with a wrong type."""
+    """Matrix files for the cases that need one: without Debian, with a wrong type, with an H100 that
+    does not say whether it needs Fabric Manager, and with no Debian 12 flavour the lab's amd64 VM runs."""
     matrix = yaml.safe_load(DEFAULT_PATH.read_text())
-    no_debian = {**matrix, "operating_systems": {k: v for k, v in matrix["operating_systems"].items() if k != "Debian"}}
+    no_debian = {
+        **matrix,
+        "operating_systems": {k: v for k, v in matrix["operating_systems"].items() if k != "Debian"},
+        "kernel_headers": {k: v for k, v in matrix["kernel_headers"].items() if k != "Debian"},
+    }
     broken = {**matrix, "nvidia_driver": {**matrix["nvidia_driver"], "version": 535}}
+    h100 = {k: v for k, v in matrix["gpu_products"]["NVIDIA-H100-80GB-HBM3"].items() if k != "fabric_manager"}
+    no_fabric_manager = {**matrix, "gpu_products": {**matrix["gpu_products"], "NVIDIA-H100-80GB-HBM3": h100}}
+    debian_12 = {"series": "6.1", "flavours": {"rt-arm64": "linux-headers-rt-arm64"}}
+    no_lab_flavour = {**matrix, "kernel_headers": {**matrix["kernel_headers"], "Debian": {"12": debian_12}}}
     paths = {}
-    for name, data in (("@no-debian", no_debian), ("@broken", broken)):
+    for name, data in (
+        ("@no-debian", no_debian),
+        ("@broken", broken),
+        ("@no-fabric-manager", no_fabric_manager),
+        ("@no-lab-flavour", no_lab_flavour),
+    ):
         path = directory / f"{name[1:]}.yml"
         path.write_text(yaml.safe_dump(data))
         paths[name] = str(path)
