@@ -55,6 +55,15 @@ def packages_to_install(state: dict[str, PackageState], packages: Iterable[str],
     return missing
 
 
+def packages_at_other_version(state: dict[str, PackageState], packages: Iterable[str], version: str) -> dict[str, str]:
+    """{package: installed version} for the packages installed at a version other than `version`."""
+    return {
+        package: current["version"]
+        for package in packages
+        if (current := state.get(package)) is not None and current["installed"] and current["version"] != version
+    }
+
+
 def packages_to_hold(state: dict[str, PackageState], packages: Iterable[str]) -> list[str]:
     """The packages whose dpkg selection is not hold yet."""
     return [package for package in packages if state.get(package, {}).get("selection") != "hold"]
@@ -67,4 +76,5 @@ class FilterModule:
             "package_state": package_state,
             "packages_to_install": packages_to_install,
             "packages_to_hold": packages_to_hold,
+            "packages_at_other_version": packages_at_other_version,
         }

@@ -61,8 +61,8 @@ def role_value(role: str, name: str, kind: str = "defaults") -> Any:
 # host's variables with the earlier defaults already filled in.
 Derivation = Callable[[Mapping[str, Any], Matrix, str], Any]
 DRIVER_DEFAULTS: dict[str, Derivation] = {
-    "nvidia_driver_version": lambda v, m, distro: m.data["nvidia_driver"]["version"],
     "nvidia_driver_source": lambda v, m, distro: m.data["operating_systems"].get(distro, {}).get("driver_source", ""),
+    "nvidia_driver_version": lambda v, m, distro: m.source_driver_version(v["nvidia_driver_source"]),
     "nvidia_driver_package_version": lambda v, m, distro: m.driver_source(v["nvidia_driver_source"])["package_version"],
     "nvidia_driver_kernel_module": lambda v, m, distro: m.data["nvidia_driver"]["kernel_module"],
     "nvidia_driver_userspace_packages": lambda v, m, distro: m.driver_source(v["nvidia_driver_source"])[
@@ -75,6 +75,12 @@ DRIVER_DEFAULTS: dict[str, Derivation] = {
         "persistence_package"
     ],
     "nvidia_driver_upgrade_blacklist": lambda v, m, distro: m.data["nvidia_driver"]["upgrade_blacklist"],
+    "nvidia_driver_fabricmanager_package": lambda v, m, distro: m.driver_source(v["nvidia_driver_source"]).get(
+        "fabricmanager_package"
+    ),
+    "nvidia_driver_fabricmanager_package_version": lambda v, m, distro: m.driver_source(
+        v["nvidia_driver_source"]
+    ).get("fabricmanager_package_version"),
 }
 
 
@@ -245,10 +251,12 @@ def resolve(host: str, variables: Mapping[str, Any], os_id: str, matrix: Matrix,
                     f"{inventory}: host {host}: cannot default {name} from the platform matrix ({exc}); set it"
                 ) from exc
     resolved.setdefault("nvidia_driver_hold", role_value("nvidia_driver", "nvidia_driver_hold"))
-    resolved.setdefault(
+    for name in (
         "nvidia_container_toolkit_runtime_binary",
-        role_value("nvidia_container_toolkit", "nvidia_container_toolkit_runtime_binary"),
-    )
+        "nvidia_container_toolkit_default_runtime",
+        "nvidia_container_toolkit_source",
+    ):
+        resolved.setdefault(name, role_value("nvidia_container_toolkit", name))
     gpu = gpu_expectation(host, resolved, matrix, inventory)
     targets, skip = metrics_targets(resolved)
     return NodeExpectation(host, distribution, resolved, gpu, targets, skip)

@@ -23,6 +23,16 @@ class TaskResult:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One task's outcome on one host, in the order the run reached it."""
+
+    task: str
+    host: str
+    outcome: str  # ok, changed, skipped, failed, unreachable
+    message: str
+
+
+@dataclass(frozen=True)
 class PlayReport:
     returncode: int
     stderr: str
@@ -31,12 +41,14 @@ class PlayReport:
     unreachable: tuple[TaskResult, ...]
     changed: tuple[str, ...]
     incomplete: str  # why there is no full report ("" when the callback wrote its recap)
+    steps: tuple[Step, ...] = ()
 
     @classmethod
     def parse(cls, result: subprocess.CompletedProcess[str]) -> PlayReport:
         failed: list[TaskResult] = []
         unreachable: list[TaskResult] = []
         changed: list[str] = []
+        steps: list[Step] = []
         incomplete = ""
         try:
             report = json.loads(result.stdout)
@@ -53,6 +65,7 @@ class PlayReport:
                         failed.append(TaskResult(name, host, _message(outcome)))
                     if outcome.get("changed"):
                         changed.append(name)
+                    steps.append(Step(name, host, _outcome(outcome), _message(outcome)))
         stats = report.get("stats") or {}
         if not incomplete and not stats:
             incomplete = "the report has no play recap (stats): the run stopped before its end or matched no host"
@@ -64,6 +77,7 @@ class PlayReport:
             unreachable=tuple(unreachable),
             changed=tuple(changed),
             incomplete=incomplete,
+            steps=tuple(steps),
         )
 
     @property
@@ -95,6 +109,13 @@ class PlayReport:
         if self.returncode != 0:
             return f"exited {self.returncode} with no failed or unreachable host; stderr: {self.stderr[-1500:].strip()}"
         return "succeeded"
+
+
+def _outcome(outcome: dict[str, object]) -> str:
+    for key in ("unreachable", "failed", "skipped", "changed"):
+        if outcome.get(key):
+            return key
+    return "ok"
 
 
 def _message(outcome: dict[str, object]) -> str:

@@ -72,3 +72,14 @@ def test_the_apt_query_reads_this_hosts_real_dpkg_database() -> None:
     assert list(state) == ["dpkg"]
     assert state["dpkg"]["installed"] is True
     assert package_filters.packages_to_install(state, ["dpkg", "no-such-package-here"]) == ["no-such-package-here"]
+
+
+def test_an_installed_driver_of_another_version_is_what_site_yml_refuses_to_replace() -> None:
+    state = package_filters.package_state(DPKG_LINES)
+    packages = ["nvidia-smi", "libnvidia-ml1", "nvidia-alternative", "absent-package"]
+    assert package_filters.packages_at_other_version(state, packages, PINNED) == {}
+    # A half-installed package (a power loss) and an absent one are not a live driver.
+    assert package_filters.packages_at_other_version(state, packages, "580.95.05-0ubuntu1") == {
+        "nvidia-smi": PINNED,
+        "libnvidia-ml1": PINNED,
+    }

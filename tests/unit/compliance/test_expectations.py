@@ -62,7 +62,8 @@ def test_every_jinja_default_of_the_driver_role_is_derived():
     defaults = yaml.safe_load(DRIVER_DEFAULTS_FILE.read_text())
     jinja = {name for name, value in defaults.items() if isinstance(value, str) and "{{" in value}
     assert set(DRIVER_DEFAULTS) <= jinja, "a derivation names a variable the role does not default from Jinja"
-    assert jinja - set(DRIVER_DEFAULTS) == {"nvidia_driver_cuda_distro"}  # a repository path, no expected value
+    # A repository path, and preflight's fact from the node's kernel: no expected value to derive.
+    assert jinja - set(DRIVER_DEFAULTS) == {"nvidia_driver_cuda_distro", "nvidia_driver_kernel_headers_package"}
 
 
 @pytest.mark.parametrize("os_id", sorted(DISTRIBUTIONS))
