@@ -9,6 +9,7 @@ first node instead: nothing is booted, checked or converged, and the node is lef
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -132,13 +133,18 @@ def lab_vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabNode]:
 
 @pytest.fixture(scope="session")
 def lab_node(lab_vm: LabNode) -> LabNode:
-    """The lab node after a --check --diff run on the fresh node and a converging site.yml run.
+    """The lab node after three site.yml runs on the fresh node, kept in `lab_node.runs`:
 
-    Both runs are kept in `lab_node.runs` ("check", "converge") for the tests that judge them;
-    a reused node (LAB_REUSE_INVENTORY) is taken as it is, with neither.
+    "check"     --check --diff
+    "refused"   reboots not allowed (nvidia_driver_reboot_allowed=false): the first install
+                needs one (nouveau blacklisted), so it must fail naming the variable
+    "converge"  as the lab inventory says (reboots allowed): reboots and converges
+    A reused node (LAB_REUSE_INVENTORY) is taken as it is, with none of them.
     """
     if not lab_vm.reused and "converge" not in lab_vm.runs:
         lab_vm.runs["check"] = lab_vm.playbook("playbooks/site.yml", "--check", "--diff")
+        no_reboot = json.dumps({"nvidia_driver_reboot_allowed": False})
+        lab_vm.runs["refused"] = lab_vm.playbook("playbooks/site.yml", "-e", no_reboot)
         lab_vm.runs["converge"] = lab_vm.playbook("playbooks/site.yml")
         converge = lab_vm.runs["converge"]
         assert_succeeded(converge, "site.yml on the fresh node: ")
