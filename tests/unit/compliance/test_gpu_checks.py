@@ -13,7 +13,8 @@ PROD = ("prod", "gpu-p01.prod.example.com")
 
 @pytest.fixture
 def prod(expect):
-    return expect(*PROD).gpu
+    """A prod node on Ubuntu, the fleet's path (NVIDIA's repository, the matrix's fleet pin)."""
+    return expect(*PROD, os_id="ubuntu").gpu
 
 
 def test_prod_expectation_comes_from_the_inventory_and_the_matrix(prod, matrix, inventory_host):
