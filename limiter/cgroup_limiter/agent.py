@@ -92,6 +92,8 @@ class PodRuntime:
     warned: set[str] = field(default_factory=set)
 
     def throttled(self) -> list[Key]:
+        if not self.triggers and not self.held:  # most pods, most of the time
+            return []
         return sorted({key for key, trigger in self.triggers.items() if trigger.throttled} | set(self.held))
 
 
@@ -498,6 +500,14 @@ class Agent:
         """File key ("io.max MAJ:MIN", "cpu.weight", "cpu.max") -> the value to hold there."""
         policy = pod.policy
         assert policy is not None
+        desired: dict[str, str] = {}
+        if policy.cpu_weight is not None:
+            desired["cpu.weight"] = str(policy.cpu_weight)
+        if policy.cpu_max is not None:
+            desired["cpu.max"] = policy.cpu_max
+        throttled = pod.throttled()
+        if not policy.io_max and not throttled:
+            return desired
         io: dict[str, IoLimit] = {}
         for spec, limit in policy.io_max.items():
             try:
@@ -508,14 +518,10 @@ class Agent:
             io[device] = merge_limits(io.get(device, UNLIMITED), limit)
         if policy.adaptive is not None:
             ceiling = policy.adaptive.ceiling_bps
-            for device, direction in pod.throttled():
+            for device, direction in throttled:
                 cap: IoLimit = (ceiling, None, None, None) if direction == "read" else (None, ceiling, None, None)
                 io[device] = merge_limits(io.get(device, UNLIMITED), cap)
-        desired = {f"{IO_MAX} {device}": format_io_max(device, limit) for device, limit in io.items()}
-        if policy.cpu_weight is not None:
-            desired["cpu.weight"] = str(policy.cpu_weight)
-        if policy.cpu_max is not None:
-            desired["cpu.max"] = policy.cpu_max
+        desired.update((f"{IO_MAX} {device}", format_io_max(device, limit)) for device, limit in io.items())
         return desired
 
     # -- writing -----------------------------------------------------------------------

@@ -94,6 +94,7 @@ def test_serves_metrics_and_health_then_exits_cleanly_on_sigterm(node: FakeNode,
         output = agent.communicate(timeout=10)[0]
     assert agent.returncode == 0, output
     assert "signal SIGTERM: stopping" in output
+    assert "new pod cgroups: inotify on" in output
     if on_exit == "keep":
         assert (path / "io.max").read_text() == CEILING_LINE
         assert (path / "cpu.weight").read_text() == "20"
