@@ -121,6 +121,7 @@ class Agent:
         self._restored: dict[str, PodRecord] = {}
         self._dirty = False
         self._node_problem: str | None = None
+        self._source_problem: str | None = None
         self._pressure_known: bool | None = None
         state = State()
         if config.state_file:
@@ -164,10 +165,18 @@ class Agent:
             self._forget(pod.cgroup.uid)
 
     def _refresh_pods(self) -> None:
+        """The source's answer; a failure is counted every time, logged when it changes."""
         try:
             self._known = self.source.pods()
         except PodSourceError as error:
-            self._count("pod_source", f"{error} (using the last answer)")
+            self.metrics.errors.labels("pod_source").inc()
+            if str(error) != self._source_problem:
+                log.warning("pod_source: %s (using the last answer)", error)
+                self._source_problem = str(error)
+        else:
+            if self._source_problem:
+                log.info("pod_source: answering again")
+                self._source_problem = None
 
     def _runtime(self, cgroup: PodCgroup) -> PodRuntime:
         pod = self.pods.get(cgroup.uid)

@@ -15,8 +15,10 @@ RBAC it needs: list/watch on pods (core API group).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -109,7 +111,11 @@ class KubernetesPodSource:
     def stop(self) -> None:
         self._stop.set()
         response = self._response
-        if response is not None:  # unblock the thread's read
+        if response is not None:  # unblock the thread's read: shut the socket (a TLS read ignores close)
+            sock = getattr(getattr(response, "connection", None), "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
             response.close()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 import subprocess
@@ -89,16 +90,22 @@ def test_bad_annotation_is_ignored_with_a_named_error(node: FakeNode, caplog):
     assert (path / "cpu.weight").read_text() == "39\n"
 
 
-def test_pod_source_failure_keeps_the_last_answer(node: FakeNode):
+def test_pod_source_failure_keeps_the_last_answer_counts_each_time_logs_once(node: FakeNode, caplog):
+    caplog.set_level(logging.INFO)
     path = node.add_pod("etl", UID, annotations={"limiter.gpu-serving.io/cpu-weight": "20"})
     agent = node.agent()
     agent.scan()
     node.pods_file.write_text("{not json")
     (path / "cpu.weight").write_text("39")
     agent.pods[UID].verified = False  # look at the file again on the next scan
-    node.tick(agent)
-    assert errors(agent, "pod_source") == 1
+    for _ in range(3):
+        node.tick(agent)
+    assert errors(agent, "pod_source") == 3
+    assert caplog.text.count("not valid JSON") == 1
     assert (path / "cpu.weight").read_text() == "20"
+    node.write_pods()
+    node.tick(agent)
+    assert "pod_source: answering again" in caplog.text
 
 
 def test_broken_state_file_starts_fresh(node: FakeNode):
