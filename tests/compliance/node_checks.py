@@ -14,8 +14,18 @@ from tests.compliance.expectations import NodeExpectation
 # The files the roles write (roles/nvidia_driver/tasks/apt.yml, roles/nvidia_container_toolkit/tasks/main.yml).
 APT_PIN = "/etc/apt/preferences.d/nvidia-driver.pref"
 UPGRADE_BLACKLIST = "/etc/apt/apt.conf.d/51nvidia-driver-blacklist"
-CONTAINERD_CONFIG = "/etc/containerd/config.toml"
-FILES = [APT_PIN, UPGRADE_BLACKLIST, CONTAINERD_CONFIG]
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+FILES = [APT_PIN, UPGRADE_BLACKLIST, TOOLKIT_CONFIG]
+# containerd's runtimes live in the role's drop-in; the checks judge `containerd config dump`,
+# the main file merged with its imports as containerd itself reads them.
+CONTAINERD_DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
+CONTAINERD_DUMP = "containerd config dump"
+# What the toolkit must hold so that an unprivileged container cannot pick GPUs by environment
+# variable (roles/nvidia_container_toolkit/vars/main.yml), with the toolkit's own defaults.
+TOOLKIT_ISOLATION = {
+    "accept-nvidia-visible-devices-envvar-when-unprivileged": (False, True),
+    "accept-nvidia-visible-devices-as-volume-mounts": (True, False),
+}
 
 # containerd's CRI plugin keeps the runtimes here: config version 2 (containerd 1.x) and 3 (2.x).
 CRI_RUNTIME_TABLES = {
@@ -117,34 +127,36 @@ def cgroup_controllers(facts: Facts, expected: NodeExpectation) -> Outcome:
     return Outcome.passed(f"{', '.join(wanted)} available")
 
 
-def _runtimes(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _cri_containerd(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The CRI plugin's `containerd` table (default runtime, runtimes) of a config version 2 or 3."""
     table: Any = config.get("plugins", {})
-    for key in CRI_RUNTIME_TABLES.get(config.get("version", 1), ()):
+    for key in CRI_RUNTIME_TABLES.get(config.get("version", 1), ())[:-1]:
         table = table.get(key, {}) if isinstance(table, Mapping) else {}
-    return table if isinstance(table, Mapping) and table else None
+    return table if isinstance(table, Mapping) and table.get("runtimes") else None
 
 
 def _containerd_config(facts: Facts) -> tuple[Mapping[str, Any] | None, str]:
-    text = facts["files"][CONTAINERD_CONFIG]
-    if text is None:
-        return None, f"{CONTAINERD_CONFIG} is missing"
+    dump = facts["containerd_config"]
+    if dump["rc"] != 0:
+        return None, f"`{CONTAINERD_DUMP}` failed (exit {dump['rc']}): {dump['stderr'] or dump['stdout']}"
     try:
-        config = tomllib.loads(text)
+        config = tomllib.loads(dump["stdout"])
     except tomllib.TOMLDecodeError as exc:
-        return None, f"{CONTAINERD_CONFIG} is not valid TOML: {exc}"
-    runtimes = _runtimes(config)
-    if runtimes is None:
-        return None, f"{CONTAINERD_CONFIG} (version {config.get('version', 1)}) defines no CRI runtimes"
-    return runtimes, ""
+        return None, f"`{CONTAINERD_DUMP}` printed no valid TOML: {exc}"
+    cri = _cri_containerd(config)
+    if cri is None:
+        return None, f"`{CONTAINERD_DUMP}` (version {config.get('version', 1)}) shows no CRI runtimes"
+    return cri, ""
 
 
 def containerd_nvidia_runtime(facts: Facts, expected: NodeExpectation) -> Outcome:
-    runtimes, why = _containerd_config(facts)
-    if runtimes is None:
+    cri, why = _containerd_config(facts)
+    if cri is None:
         return Outcome.failed(why)
+    runtimes = cri["runtimes"]
     if "nvidia" not in runtimes:
         return Outcome.failed(
-            f"{CONTAINERD_CONFIG} has no nvidia runtime (runtimes: {', '.join(sorted(runtimes))}); run site.yml"
+            f"`{CONTAINERD_DUMP}` has no nvidia runtime (runtimes: {', '.join(sorted(runtimes))}); run site.yml"
         )
     binary = runtimes["nvidia"].get("options", {}).get("BinaryName")
     wanted = expected["nvidia_container_toolkit_runtime_binary"]
@@ -157,17 +169,54 @@ def containerd_nvidia_runtime(facts: Facts, expected: NodeExpectation) -> Outcom
 
 
 def containerd_systemd_cgroup(facts: Facts, expected: NodeExpectation) -> Outcome:
-    runtimes, why = _containerd_config(facts)
-    if runtimes is None:
+    cri, why = _containerd_config(facts)
+    if cri is None:
         return Outcome.failed(why)
     wrong = [
         name
         for name in ("runc", "nvidia")
-        if runtimes.get(name, {}).get("options", {}).get("SystemdCgroup") is not True
+        if cri["runtimes"].get(name, {}).get("options", {}).get("SystemdCgroup") is not True
     ]
     if wrong:
-        return Outcome.failed(f"SystemdCgroup is not true for the runtime(s) {', '.join(wrong)} in {CONTAINERD_CONFIG}")
+        return Outcome.failed(f"SystemdCgroup is not true for the runtime(s) {', '.join(wrong)} in `{CONTAINERD_DUMP}`")
     return Outcome.passed("runc and nvidia use the systemd cgroup driver")
+
+
+def containerd_default_runtime(facts: Facts, expected: NodeExpectation) -> Outcome:
+    cri, why = _containerd_config(facts)
+    if cri is None:
+        return Outcome.failed(why)
+    default, wanted = cri.get("default_runtime_name"), expected["nvidia_container_toolkit_default_runtime"]
+    if default != wanted:
+        return Outcome.failed(
+            f"default_runtime_name is {default!r} in `{CONTAINERD_DUMP}`, expected {wanted!r} "
+            "(nvidia_container_toolkit_default_runtime); run site.yml"
+        )
+    return Outcome.passed(f"pods without a RuntimeClass run {default}")
+
+
+def toolkit_isolation(facts: Facts, expected: NodeExpectation) -> Outcome:
+    if expected["nvidia_container_toolkit_source"] == "none":
+        return Outcome.skipped("nvidia_container_toolkit_source is none: no toolkit on this node")
+    text = facts["files"][TOOLKIT_CONFIG]
+    if text is None:
+        return Outcome.failed(f"{TOOLKIT_CONFIG} is missing; run site.yml")
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return Outcome.failed(f"{TOOLKIT_CONFIG} is not valid TOML: {exc}")
+    wrong = []
+    for key, (want, default) in TOOLKIT_ISOLATION.items():
+        value = config.get(key, default)
+        if value is not want:
+            shown = str(value).lower() if key in config else f"unset (default {str(default).lower()})"
+            wrong.append(f"{key} is {shown}, not {str(want).lower()}")
+    if wrong:
+        return Outcome.failed(
+            f"{TOOLKIT_CONFIG}: {'; '.join(wrong)}: unprivileged containers can pick GPUs with NVIDIA_VISIBLE_DEVICES"
+            "; run site.yml"
+        )
+    return Outcome.passed("unprivileged containers get GPUs only as the device plugin's volume mounts")
 
 
 def containerd_running(facts: Facts, expected: NodeExpectation) -> Outcome:

@@ -114,6 +114,8 @@ def collect(spec: dict[str, Any], probe: Any = None) -> dict[str, Any]:
         "files": {path: _read(path) for path in spec["files"]},
         "cgroup": cgroup(),
         "services": {name: _run("systemctl", "is-active", name)["stdout"].strip() for name in spec["services"]},
+        # The effective config: the main file merged with its imports, as containerd reads it.
+        "containerd_config": _run("containerd", "config", "dump"),
         "modinfo": _run("modinfo", "-k", kernel, "-F", "version", spec["kernel_module"]),
         "dkms": _run("dkms", "status"),
         "gpu": probe.snapshot() if probe is not None else None,

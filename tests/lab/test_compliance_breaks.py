@@ -17,7 +17,7 @@ import pytest
 from gpu_health.checks import CHECKS
 from platform_matrix import load
 from tests.compliance import report
-from tests.compliance.node_checks import CONTAINERD_CONFIG
+from tests.compliance.node_checks import CONTAINERD_DROP_IN
 from tests.lab.compliance_run import assert_clean, compliance
 from tests.lab.conftest import LabNode
 
@@ -47,6 +47,7 @@ def test_the_converged_lab_node_complies_and_skips_the_gpu_checks_with_the_reaso
         "cgroup_controllers",
         "containerd_nvidia_runtime",
         "containerd_systemd_cgroup",
+        "containerd_default_runtime",
         "containerd_running",
     ):
         assert rows[check].status == "pass", (check, rows[check].message)
@@ -55,6 +56,7 @@ def test_the_converged_lab_node_complies_and_skips_the_gpu_checks_with_the_reaso
     for row in gpu.values():
         assert row.status == "skip" and row.message.startswith("no GPU on this node (gpu_fleet_gpu_count is 0")
     assert rows["kernel_module"].status == "skip" and "installed only on GPU nodes" in rows["kernel_module"].message
+    assert rows["toolkit_isolation"].status == "skip", rows["toolkit_isolation"].message
     for check in ("metrics.limiter", "metrics.dcgm_exporter"):
         assert rows[check].status == "skip" and "gpu_fleet_gpu_count is 0" in rows[check].message
     assert (tmp_path / report.MARKDOWN_NAME).read_text().count(f"| {lab_node.name} |") == len(rows)
@@ -74,22 +76,23 @@ def test_an_unheld_driver_package_fails_driver_held(clean, tmp_path):
 
 
 def without_nvidia_runtime(config: str) -> str:
-    """config.toml with every [...runtimes.nvidia...] table (its header and keys) cut out, as a hand edit would."""
+    """A TOML file with every [...runtimes.nvidia...] table (its header and keys) cut out, as a hand edit would."""
     return re.sub(r"(?m)^ *\[[^\]\n]*runtimes\.nvidia[^\]\n]*\]\n(?:(?! *\[).*\n)*", "", config)
 
 
 def test_a_containerd_config_without_the_nvidia_runtime_fails(clean, tmp_path):
-    clean.run(f"cp -p {CONTAINERD_CONFIG} {CONTAINERD_CONFIG}.compliance-test")
+    clean.run(f"cp -p {CONTAINERD_DROP_IN} {CONTAINERD_DROP_IN}.compliance-test")
     try:
-        broken = without_nvidia_runtime(clean.run(f"cat {CONTAINERD_CONFIG}").stdout)
-        clean.run(f"cat > {CONTAINERD_CONFIG} <<'EOF'\n{broken}EOF\nsystemctl restart containerd")
-        assert "runtimes.nvidia" not in clean.run(f"cat {CONTAINERD_CONFIG}").stdout
+        broken = without_nvidia_runtime(clean.run(f"cat {CONTAINERD_DROP_IN}").stdout)
+        clean.run(f"cat > {CONTAINERD_DROP_IN} <<'EOF'\n{broken}EOF\nsystemctl restart containerd")
+        assert "runtimes.nvidia" not in clean.run("containerd config dump").stdout
         code, rows = compliance(clean, tmp_path)
     finally:
-        clean.run(f"mv {CONTAINERD_CONFIG}.compliance-test {CONTAINERD_CONFIG} && systemctl restart containerd")
+        clean.run(f"mv {CONTAINERD_DROP_IN}.compliance-test {CONTAINERD_DROP_IN} && systemctl restart containerd")
     assert code == 1
     runtime = rows["containerd_nvidia_runtime"]
     assert runtime.status == "fail"
-    assert runtime.message == f"{CONTAINERD_CONFIG} has no nvidia runtime (runtimes: runc); run site.yml"
+    assert runtime.message == "`containerd config dump` has no nvidia runtime (runtimes: runc); run site.yml"
     assert rows["containerd_systemd_cgroup"].status == "fail" and "nvidia" in rows["containerd_systemd_cgroup"].message
+    assert rows["containerd_default_runtime"].status == "pass"
     assert rows["containerd_running"].status == "pass"

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.compliance import node_checks
-from tests.compliance.node_checks import APT_PIN, CONTAINERD_CONFIG, UPGRADE_BLACKLIST
+from tests.compliance.node_checks import APT_PIN, CONTAINERD_DROP_IN, TOOLKIT_CONFIG, UPGRADE_BLACKLIST
 
 CHECKS = [
     node_checks.driver_packages,
@@ -18,8 +18,22 @@ CHECKS = [
     node_checks.cgroup_controllers,
     node_checks.containerd_nvidia_runtime,
     node_checks.containerd_systemd_cgroup,
+    node_checks.containerd_default_runtime,
     node_checks.containerd_running,
 ]
+# The head of /etc/nvidia-container-runtime/config.toml as the toolkit's postinst writes it
+# (`nvidia-ctk config`, expected output of api/config/v1/toml_test.go in NVIDIA/nvidia-container-toolkit).
+TOOLKIT_DEFAULT = """
+#accept-nvidia-visible-devices-as-volume-mounts = false
+#accept-nvidia-visible-devices-envvar-when-unprivileged = true
+disable-require = false
+supported-driver-capabilities = "compat32,compute,display,graphics,ngx,utility,video"
+#swarm-resource = "DOCKER_RESOURCE_GPU"
+
+[nvidia-container-cli]
+environment = []
+load-kmods = true
+"""
 
 
 @pytest.fixture
@@ -33,6 +47,8 @@ def test_the_converged_lab_node_passes(lab_facts, lab):
         assert outcome.status == "pass", f"{check.__name__}: {outcome.message}"
     kernel = node_checks.kernel_module(lab_facts, lab)
     assert kernel.status == "skip" and "gpu_fleet_gpu_count is 0" in kernel.message
+    toolkit = node_checks.toolkit_isolation(lab_facts, lab)
+    assert toolkit.status == "skip" and "nvidia_container_toolkit_source is none" in toolkit.message
     for name in ("limiter", "dcgm_exporter"):
         assert node_checks.addon_metrics(lab_facts, lab, name).status == "skip"
 
@@ -85,39 +101,93 @@ def test_cgroup_v1_and_a_missing_controller_fail(lab_facts, lab):
     assert outcome.status == "fail" and outcome.message.startswith("controllers io are not available")
 
 
-def _without_nvidia_runtime(config: str) -> str:
-    """The converged config.toml with the nvidia runtime's tables cut out, as the lab break test does."""
-    return re.sub(
-        r'\n *\[plugins\."io\.containerd\.grpc\.v1\.cri"\.containerd\.runtimes\.nvidia[^\n]*\n(?:[^\[\n][^\n]*\n|\n)*',
-        "\n",
-        config,
-    )
+def _without_nvidia_runtime(dump: str) -> str:
+    """`containerd config dump` with every [...runtimes.nvidia...] table cut out, as the lab break test does."""
+    return re.sub(r"(?m)^ *\[[^\]\n]*runtimes\.nvidia[^\]\n]*\]\n(?:(?! *\[).*\n)*", "", dump)
 
 
 def test_a_config_without_the_nvidia_runtime_fails(lab_facts, lab):
-    lab_facts["files"][CONTAINERD_CONFIG] = _without_nvidia_runtime(lab_facts["files"][CONTAINERD_CONFIG])
+    dump = lab_facts["containerd_config"]
+    dump["stdout"] = _without_nvidia_runtime(dump["stdout"])
     outcome = node_checks.containerd_nvidia_runtime(lab_facts, lab)
     assert outcome.status == "fail"
-    assert outcome.message == f"{CONTAINERD_CONFIG} has no nvidia runtime (runtimes: runc); run site.yml"
+    assert outcome.message == "`containerd config dump` has no nvidia runtime (runtimes: runc); run site.yml"
     systemd = node_checks.containerd_systemd_cgroup(lab_facts, lab)
     assert systemd.status == "fail" and "runtime(s) nvidia" in systemd.message
 
 
 def test_cgroupfs_driver_and_broken_toml_fail(lab_facts, lab):
-    config = lab_facts["files"][CONTAINERD_CONFIG]
-    lab_facts["files"][CONTAINERD_CONFIG] = config.replace("SystemdCgroup = true", "SystemdCgroup = false", 1)
+    dump = lab_facts["containerd_config"]
+    config = dump["stdout"]
+    runc_options = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]'
+    head, tail = config.split(runc_options)
+    dump["stdout"] = head + runc_options + tail.replace("SystemdCgroup = true", "SystemdCgroup = false", 1)
     assert "runtime(s) runc" in node_checks.containerd_systemd_cgroup(lab_facts, lab).message
-    lab_facts["files"][CONTAINERD_CONFIG] = config + "\n[plugins\n"
-    assert "is not valid TOML" in node_checks.containerd_nvidia_runtime(lab_facts, lab).message
+    dump["stdout"] = config + "\n[plugins\n"
+    assert (
+        "`containerd config dump` printed no valid TOML"
+        in node_checks.containerd_nvidia_runtime(lab_facts, lab).message
+    )
+
+
+def test_a_containerd_that_cannot_read_its_config_fails_with_its_words(lab_facts, lab):
+    lab_facts["containerd_config"] = {
+        "rc": 1,
+        "stdout": "",
+        "stderr": f'containerd: failed to load TOML from {CONTAINERD_DROP_IN}: invalid plugin key URI "cri"',
+    }
+    for check in (node_checks.containerd_nvidia_runtime, node_checks.containerd_default_runtime):
+        outcome = check(lab_facts, lab)
+        assert outcome.status == "fail"
+        assert outcome.message.startswith("`containerd config dump` failed (exit 1): containerd: failed to load TOML")
+
+
+def test_nvidia_as_the_default_runtime_fails(lab_facts, lab):
+    dump = lab_facts["containerd_config"]
+    dump["stdout"] = dump["stdout"].replace('default_runtime_name = "runc"', 'default_runtime_name = "nvidia"')
+    outcome = node_checks.containerd_default_runtime(lab_facts, lab)
+    assert outcome.status == "fail"
+    assert outcome.message == (
+        "default_runtime_name is 'nvidia' in `containerd config dump`, expected 'runc' "
+        "(nvidia_container_toolkit_default_runtime); run site.yml"
+    )
 
 
 def test_containerd_version_3_config_is_read(lab_facts, lab):
-    lab_facts["files"][CONTAINERD_CONFIG] = (
-        lab_facts["files"][CONTAINERD_CONFIG]
+    dump = lab_facts["containerd_config"]
+    dump["stdout"] = (
+        dump["stdout"]
         .replace("version = 2", "version = 3")
         .replace("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime")
     )
     assert node_checks.containerd_nvidia_runtime(lab_facts, lab).status == "pass"
+    assert node_checks.containerd_default_runtime(lab_facts, lab).status == "pass"
+
+
+def test_the_toolkit_must_refuse_the_variable_to_unprivileged_containers(lab_facts, expect):
+    node = expect("lab", "lab-node-1", nvidia_container_toolkit_source="nvidia-repo")
+    assert node_checks.toolkit_isolation(lab_facts, node).message == f"{TOOLKIT_CONFIG} is missing; run site.yml"
+    lab_facts["files"][TOOLKIT_CONFIG] = TOOLKIT_DEFAULT
+    outcome = node_checks.toolkit_isolation(lab_facts, node)
+    assert outcome.status == "fail"
+    assert outcome.message == (
+        f"{TOOLKIT_CONFIG}: accept-nvidia-visible-devices-envvar-when-unprivileged is unset (default true), not false; "
+        "accept-nvidia-visible-devices-as-volume-mounts is unset (default false), not true: unprivileged containers "
+        "can pick GPUs with NVIDIA_VISIBLE_DEVICES; run site.yml"
+    )
+    # What the role's lineinfile makes of the package's file.
+    lab_facts["files"][TOOLKIT_CONFIG] = TOOLKIT_DEFAULT.replace(
+        "#accept-nvidia-visible-devices-as-volume-mounts = false",
+        "accept-nvidia-visible-devices-as-volume-mounts = true",
+    ).replace(
+        "#accept-nvidia-visible-devices-envvar-when-unprivileged = true",
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false",
+    )
+    assert node_checks.toolkit_isolation(lab_facts, node).status == "pass"
+    lab_facts["files"][TOOLKIT_CONFIG] = lab_facts["files"][TOOLKIT_CONFIG].replace(
+        "unprivileged = false", "unprivileged = true"
+    )
+    assert "envvar-when-unprivileged is true, not false" in node_checks.toolkit_isolation(lab_facts, node).message
 
 
 def test_a_stopped_containerd_fails(lab_facts, lab):
