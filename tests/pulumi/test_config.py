@@ -84,11 +84,20 @@ def test_a_step_weight_outside_1_to_100_fails(tmp_path, weight):
     )
 
 
-def test_a_triton_release_newer_than_the_driver_pin_fails(tmp_path):
-    # Staging has no forward compatibility: 24.05 needs R545, the fleet pins R535.
-    message = broken(tmp_path, "staging", "triton", lambda t: t.update(release="24.05"))
-    assert message.startswith("Pulumi.staging.yaml: gpu-serving:triton.release: Triton 24.05 cannot run")
-    assert "needs driver R545 or later, the pin is 535.216.03" in message
+def test_a_triton_release_the_fleets_gpus_cannot_run_fails(tmp_path):
+    # A fleet of V100s (compute capability 7.0): Triton 25.04 needs 7.5 or later.
+    fleet = tmp_path / "v100/group_vars/gpu_nodes/fleet.yml"
+    fleet.parent.mkdir(parents=True)
+    staging = yaml.safe_load((PULUMI_DIR.parent / "inventories/staging/group_vars/gpu_nodes/fleet.yml").read_text())
+    fleet.write_text(yaml.safe_dump({**staging, "gpu_fleet_gpu_product": "Tesla-V100-SXM2-32GB"}))
+
+    def change(config: dict) -> None:
+        config["gpu-serving:fleetInventory"] = str(tmp_path / "v100")
+        config["gpu-serving:triton"]["release"] = "25.04"
+
+    message = broken(tmp_path, "staging", "", change)
+    assert message.startswith("Pulumi.staging.yaml: gpu-serving:triton.release: Triton 25.04 cannot run")
+    assert "Triton 25.04 needs compute capability 7.5" in message
 
 
 @pytest.mark.parametrize("field", ["weight", "replicas", "release", "modelRepository"])
