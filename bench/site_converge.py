@@ -46,14 +46,20 @@ def timed_run(inventory: Path, env: dict[str, str], noop: bool = True) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="no-op re-runs per setting (default 3)")
+    parser.add_argument(
+        "--inventory",
+        type=Path,
+        help="hosts.yml of a running, converged lab node (scripts/lab up + site.yml): time only the no-op re-runs",
+    )
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
 
     root = Path(tempfile.mkdtemp(prefix="bench-converge-"))
-    inventory = root / "inventory/hosts.yml"
-    (root / "inventory").mkdir()
-    (root / "inventory/group_vars").symlink_to(REPO / "inventories/lab/group_vars")
+    inventory = args.inventory.resolve() if args.inventory else root / "inventory/hosts.yml"
+    if not args.inventory:
+        (root / "inventory").mkdir()
+        (root / "inventory/group_vars").symlink_to(REPO / "inventories/lab/group_vars")
     stock_config = root / "stock.cfg"
     stock_config.write_text(f"[defaults]\nroles_path = {REPO / 'roles'}\nfilter_plugins = {REPO / 'plugins/filter'}\n")
     settings = {
@@ -63,17 +69,21 @@ def main() -> int:
     }
     lab = Lab(state_dir=root / "state", cache_dir=Lab.from_environment().cache_dir, inventory=inventory)
     noop_times: dict[str, list[float]] = {name: [] for name in settings}
+    first = None
     try:
-        lab.up(count=1, memory_mb=1536, cpus=2, timeout=600)
-        first = timed_run(inventory, settings[PROJECT], noop=False)
+        if not args.inventory:
+            lab.up(count=1, memory_mb=1536, cpus=2, timeout=600)
+            first = timed_run(inventory, settings[PROJECT], noop=False)
         for _ in range(args.rounds):
             for name, env in settings.items():
                 noop_times[name].append(timed_run(inventory, env))
     finally:
-        lab.destroy(drop_image=False)
+        if not args.inventory:
+            lab.destroy(drop_image=False)
 
     median = {name: statistics.median(times) for name, times in noop_times.items()}
-    print(f"first run (fresh node, project settings): {first:7.1f} s")
+    if first is not None:
+        print(f"first run (fresh node, project settings): {first:7.1f} s")
     print(f"no-op re-run, median of {args.rounds} (each run in seconds):")
     for name, times in noop_times.items():
         print(f"  {name:34s}: {median[name]:7.1f} s  ({', '.join(f'{t:.1f}' for t in times)})")
