@@ -47,7 +47,14 @@ CHART_CLUSTER_KINDS: tuple[Kind, ...] = (
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
     ("apiregistration.k8s.io", "APIService"),
 )
-ADDONS_CLUSTER_KINDS: tuple[Kind, ...] = (NAMESPACE, ("", "Node"), CLUSTER_ROLE, CLUSTER_ROLE_BINDING)
+# RuntimeClass nvidia: the GPU pods' runtime (roles/k8s_addons 10-device-plugin).
+ADDONS_CLUSTER_KINDS: tuple[Kind, ...] = (
+    NAMESPACE,
+    ("", "Node"),
+    CLUSTER_ROLE,
+    CLUSTER_ROLE_BINDING,
+    ("node.k8s.io", "RuntimeClass"),
+)
 SERVING_CLUSTER_KINDS: tuple[Kind, ...] = (NAMESPACE, ("scheduling.k8s.io", "PriorityClass"))
 SERVING_KINDS: tuple[Kind, ...] = (
     ("", "ConfigMap"),

@@ -58,6 +58,10 @@ TERMINATION_GRACE_SECONDS = PRE_STOP_SECONDS + EXIT_TIMEOUT_SECONDS + 15
 # One inference through Envoy: the queue timeout of the example models (2 s) plus the compute of
 # a large batch, with room. Triton answers an overloaded queue with UNAVAILABLE long before this.
 ROUTE_TIMEOUT = "30s"
+# A pod that asks for GPUs runs under the nvidia runtime: containerd's default is runc and the
+# device plugin hands GPUs over as volume mounts that only the nvidia runtime reads (the
+# RuntimeClass of roles/k8s_addons, k8s_addons_runtime_class).
+GPU_RUNTIME_CLASS = "nvidia"
 # The node agent of limiter/ never throttles a pod carrying this (besides the serving stack's
 # protect rule that roles/k8s_addons renders for every environment): Triton loading a large
 # model must not be capped by the agent that exists to protect it.
@@ -180,6 +184,7 @@ def triton_pod_template(cfg: StackConfig) -> Obj:
         "spec": {
             "serviceAccountName": "triton",
             "automountServiceAccountToken": False,
+            **({"runtimeClassName": GPU_RUNTIME_CLASS} if triton.gpus else {}),
             "priorityClassName": PRIORITY_CLASS,
             "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
             "securityContext": {
