@@ -1,8 +1,11 @@
-"""site.yml on a real lab VM: check mode, convergence, idempotence, and the driver pin holding."""
+"""site.yml on a real lab VM: check mode, convergence, idempotence, the driver pin holding, and
+containerd's nvidia runtime in a drop-in that leaves the site's config.toml its own."""
 
 from __future__ import annotations
 
 import json
+import tomllib
+from typing import Any
 
 import pytest
 
@@ -16,10 +19,32 @@ MATRIX = load()
 SOURCE = MATRIX.driver_source("debian-nonfree")
 PINNED = SOURCE["package_version"]
 PACKAGES = SOURCE["userspace_packages"]
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
+IMPORTS_LINE = 'imports = ["/etc/containerd/conf.d/*.toml"]'
+DROP_IN_TASK = "nvidia_container_toolkit : Write the containerd drop-in with the nvidia runtime"
+# What a site adds to config.toml by hand: a registry mirror, in the CRI plugin's section.
+MIRROR = (
+    '[plugins."io.containerd.grpc.v1.cri".registry.mirrors."registry.lab.example"]\n'
+    '  endpoint = ["https://mirror.lab.example"]\n'
+)
 
 
 def _debian_version_key(node: LabNode, a: str, b: str) -> bool:
     return node.run(f"dpkg --compare-versions '{a}' gt '{b}'", check=False).returncode == 0
+
+
+def _containerd_cri(node: LabNode) -> dict[str, Any]:
+    """The CRI plugin section of the config containerd reads: config.toml merged with its imports."""
+    return tomllib.loads(node.run("containerd config dump").stdout)["plugins"]["io.containerd.grpc.v1.cri"]
+
+
+def _assert_runtimes(cri: dict[str, Any]) -> None:
+    runtimes = cri["containerd"]["runtimes"]
+    assert cri["containerd"]["default_runtime_name"] == "runc", "pods without a RuntimeClass must run runc"
+    assert set(runtimes) == {"runc", "nvidia"}, runtimes
+    assert runtimes["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    assert all(runtimes[name]["options"]["SystemdCgroup"] is True for name in ("runc", "nvidia"))
 
 
 def test_check_mode_on_the_fresh_node_predicts_the_changes(lab_node: LabNode) -> None:
@@ -31,7 +56,9 @@ def test_check_mode_on_the_fresh_node_predicts_the_changes(lab_node: LabNode) ->
         "nvidia_driver : Pin every NVIDIA package to the exact driver version",
         "nvidia_driver : Keep unattended-upgrades away from the driver",
         "nvidia_container_toolkit : Install containerd",
-        "nvidia_container_toolkit : Write the containerd configuration (nvidia runtime, systemd cgroups, CDI)",
+        DROP_IN_TASK,
+        # containerd is not installed yet, so there is no config.toml to extend: check mode predicts one.
+        "nvidia_container_toolkit : Write a main containerd configuration that imports the drop-in directory",
     ):
         assert task in predicted, f"check mode did not predict {task!r}; predicted: {predicted}"
     report = json.loads(check.stdout)
@@ -54,6 +81,32 @@ def test_site_converges_the_fresh_node(lab_node: LabNode) -> None:
     installed = lab_node.packages()
     for package in PACKAGES:
         assert installed[package] == (PINNED, "hold"), f"{package}: {installed.get(package)}"
+    # config.toml is Debian's conffile plus one line: the rest hashes as dpkg recorded the shipped file.
+    main = lab_node.run(f"cat {CONTAINERD_CONFIG}").stdout
+    assert main.splitlines()[0] == IMPORTS_LINE and main.count("imports") == 1, main
+    shipped = lab_node.run("dpkg-query -W -f='${Conffiles}' containerd").stdout.split()
+    body = lab_node.run(f"grep -vxF '{IMPORTS_LINE}' {CONTAINERD_CONFIG} | md5sum").stdout.split()[0]
+    assert shipped[shipped.index(CONTAINERD_CONFIG) + 1] == body, "the role changed more than the imports line"
+    lab_node.run(f"test -f {DROP_IN}")
+    cri = _containerd_cri(lab_node)
+    _assert_runtimes(cri)
+    assert cri["cni"]["bin_dir"] == "/usr/lib/cni", "Debian's CNI directory, from config.toml, survives the drop-in"
+
+
+def test_a_site_mirror_in_config_toml_survives_site_yml_and_reaches_containerd(lab_node: LabNode) -> None:
+    """containerd 1.6 replaces a plugin's whole section from an import: the run after a site's edit
+    carries the CRI section into the drop-in (the one change), and config.toml keeps the site's line."""
+    lab_node.run(f"printf '%s' '{MIRROR}' >> {CONTAINERD_CONFIG}")
+    rerun = lab_node.playbook("playbooks/site.yml")
+    assert_succeeded(rerun)
+    assert set(changed_tasks(rerun)) == {DROP_IN_TASK, "nvidia_container_toolkit : Restart containerd"}
+    main = lab_node.run(f"cat {CONTAINERD_CONFIG}").stdout
+    assert main.endswith(MIRROR) and main.count(IMPORTS_LINE) == 1, main
+    assert "registry.lab.example" in lab_node.run(f"cat {DROP_IN}").stdout
+    cri = _containerd_cri(lab_node)
+    assert cri["registry"]["mirrors"]["registry.lab.example"]["endpoint"] == ["https://mirror.lab.example"]
+    _assert_runtimes(cri)
+    assert lab_node.run("systemctl is-active containerd").stdout.strip() == "active"
 
 
 def test_a_second_run_changes_nothing(lab_node: LabNode) -> None:
