@@ -48,7 +48,7 @@ def _assert_runtimes(cri: dict[str, Any]) -> None:
 
 
 def test_check_mode_on_the_fresh_node_predicts_the_changes(lab_node: LabNode) -> None:
-    check = lab_node.runs["check"]
+    check = lab_node.run_of("check")
     assert_succeeded(check)
     predicted = changed_tasks(check)
     for task in (
@@ -75,7 +75,7 @@ def test_check_mode_on_the_fresh_node_predicts_the_changes(lab_node: LabNode) ->
 
 
 def test_site_converges_the_fresh_node(lab_node: LabNode) -> None:
-    converge = lab_node.runs["converge"]
+    converge = lab_node.run_of("converge")
     assert stats(converge)["failures"] == 0
     assert stats(converge)["changed"] > 0, "the first run on a fresh node must change it"
     installed = lab_node.packages()
