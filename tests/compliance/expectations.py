@@ -78,9 +78,9 @@ DRIVER_DEFAULTS: dict[str, Derivation] = {
     "nvidia_driver_fabricmanager_package": lambda v, m, distro: m.driver_source(v["nvidia_driver_source"]).get(
         "fabricmanager_package"
     ),
-    "nvidia_driver_fabricmanager_package_version": lambda v, m, distro: m.driver_source(
-        v["nvidia_driver_source"]
-    ).get("fabricmanager_package_version"),
+    "nvidia_driver_fabricmanager_package_version": lambda v, m, distro: m.driver_source(v["nvidia_driver_source"]).get(
+        "fabricmanager_package_version"
+    ),
 }
 
 
