@@ -7,10 +7,8 @@ binary, unpacked by `make containerd-binary`) reading the main file plus the dro
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.ansible_render import ansible_renders
 from tests.unit.test_ansible_filters import plugin
 
 containerd_config = plugin("containerd_config")
@@ -53,40 +52,7 @@ UBUNTU_CONTAINERD = "containerd\t1.7.28-0ubuntu1~24.04.1\tinstall\tinstalled"
 def role_renders(expression: str, query_line: str, **variables: Any) -> Any:
     """`expression` over the role's defaults and vars, as Ansible templates them for one node."""
     extra = {"nvidia_container_toolkit_query": {"stdout_lines": [query_line]}, **variables}
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-o",
-            "-m",
-            "ansible.builtin.debug",
-            "-a",
-            "msg={{ " + expression + " | to_json }}",
-            "-e",
-            f"@{ROLE / 'defaults/main.yml'}",
-            "-e",
-            f"@{ROLE / 'vars/main.yml'}",
-            "-e",
-            json.dumps(extra),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env={
-            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "HOME": str(Path.home()),
-            "ANSIBLE_NOCOLOR": "1",
-        },
-    )
-    answer = json.loads(done.stdout.split(" => ", 1)[1])["msg"]
-    return json.loads(answer) if isinstance(answer, str) else answer
+    return ansible_renders(expression, [ROLE / "defaults/main.yml", ROLE / "vars/main.yml"], extra)
 
 
 @pytest.fixture(scope="module")

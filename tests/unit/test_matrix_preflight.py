@@ -4,13 +4,12 @@ The messages name the variables to fix; the node facts are what roles/nvidia_dri
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.unit.ansible_render import ansible_renders
 
 REPO = Path(__file__).resolve().parents[2]
 PREFLIGHT = REPO / "roles/preflight"
@@ -18,9 +17,9 @@ DEBIAN = {"distribution": "Debian", "distribution_version": "12.8", "distributio
 UBUNTU = {"distribution": "Ubuntu", "distribution_version": "22.04", "distribution_major_version": "22"}
 RHEL = {"distribution": "RedHat", "distribution_version": "9.5", "distribution_major_version": "9"}
 ASKED = (
-    "{{ {'problems': preflight_matrix_choices"
+    "{'problems': preflight_matrix_choices"
     " | platform_matrix_problems(preflight_matrix_variables, preflight_platform_matrix_file),"
-    " 'facts': preflight_matrix_choices | platform_matrix_node_facts(preflight_platform_matrix_file)} | to_json }}"
+    " 'facts': preflight_matrix_choices | platform_matrix_node_facts(preflight_platform_matrix_file)}"
 )
 
 
@@ -28,25 +27,7 @@ def preflight_asks(inventory: str, facts: dict[str, str], kernel: str, **overrid
     """The problems and node facts preflight gets for one node of `inventory`."""
     files = [PREFLIGHT / "defaults/main.yml", PREFLIGHT / "vars/main.yml"]
     files += sorted((REPO / f"inventories/{inventory}/group_vars/gpu_nodes").glob("*.yml"))
-    extra = [arg for path in files for arg in ("-e", f"@{path}")]
-    extra += ["-e", json.dumps({"ansible_facts": {**facts, "kernel": kernel}, **overrides})]
-    ansible = str(Path(sys.executable).parent / "ansible")
-    done = subprocess.run(
-        [ansible, "localhost", "-i", "localhost,", "-c", "local", "-o", "-m", "debug", "-a", f"msg={ASKED}", *extra],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={
-            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "HOME": str(Path.home()),
-            "ANSIBLE_NOCOLOR": "1",
-        },
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    answer = json.loads(done.stdout.split(" => ", 1)[1])["msg"]
-    return json.loads(answer) if isinstance(answer, str) else answer
+    return ansible_renders(ASKED, files, {"ansible_facts": {**facts, "kernel": kernel}, **overrides})
 
 
 def test_the_lab_passes_on_debians_r535_under_its_waiver() -> None:

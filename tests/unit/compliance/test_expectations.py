@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.compliance.expectations import DISTRIBUTIONS, DRIVER_DEFAULTS, ExpectationError, node_variables, resolve
+from tests.unit import ansible_render
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER_DEFAULTS_FILE = REPO / "roles/nvidia_driver/defaults/main.yml"
@@ -23,39 +21,8 @@ FACTS = {
 
 def ansible_renders(facts: dict[str, str], names: list[str]) -> dict[str, object]:
     """roles/nvidia_driver/defaults/main.yml as Ansible templates it for a host with these facts."""
-    msg = "{{ {" + ", ".join(f"'{name}': {name}" for name in names) + "} | to_json }}"
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-o",
-            "-m",
-            "ansible.builtin.debug",
-            "-a",
-            f"msg={msg}",
-            "-e",
-            f"@{DRIVER_DEFAULTS_FILE}",
-            "-e",
-            json.dumps({"ansible_facts": facts}),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env={
-            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "HOME": str(Path.home()),
-            "ANSIBLE_NOCOLOR": "1",
-        },
-    )
-    answer = json.loads(done.stdout.split(" => ", 1)[1])["msg"]
-    return json.loads(answer) if isinstance(answer, str) else answer
+    expression = "{" + ", ".join(f"'{name}': {name}" for name in names) + "}"
+    return ansible_render.ansible_renders(expression, [DRIVER_DEFAULTS_FILE], {"ansible_facts": facts})
 
 
 def test_every_jinja_default_of_the_driver_role_is_derived():
