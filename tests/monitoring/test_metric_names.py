@@ -99,6 +99,8 @@ def test_limiter_names_are_what_its_metrics_endpoint_writes() -> None:
     metrics.writes.labels("io.max").inc()
     metrics.pod_cgroups.labels("managed").set(1)
     metrics.last_scan.set(1)
+    metrics.io_pressure.labels("protected").set(1)
+    metrics.pod_source_errors.labels("watch").inc()
     exposed = metric_names.exposition_names(generate_latest(metrics.registry).decode())
     assert exposed == metric_names.limiter()
 
