@@ -17,11 +17,12 @@ APT_PACKAGES := qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .SECONDEXPANSION:
-.PHONY: help deps venv lint test test-offline test-lab lab lab-down compliance report bench
+.PHONY: help deps venv envs lint check test test-gates test-offline test-lab lab lab-down compliance report bench
 
 help:
 	@echo "make lab        tools + lab VM + playbooks/site.yml + compliance report + serving lab (Triton, Prometheus, Alertmanager)"
 	@echo "make test       every gate: ruff, yamllint, ansible-lint, syntax-check, offline and lab tests"
+	@echo "make check      the inner loop: lint and the offline tests (a few minutes)"
 	@echo "make lab-down   stop the serving lab and the lab VMs (scripts/serve-lab down, scripts/lab down)"
 	@echo "make bench      every benchmark (bench-lab, bench-converge, ...)"
 
@@ -51,6 +52,10 @@ venv: $(VENV)/.stamp
 	.venv-policy/bin/pip install -q --disable-pip-version-check -r pulumi/policy/requirements.txt
 	touch $@
 
+# Every tool and environment a gate needs (mk/<area>.mk define the rules of the later ones).
+envs: deps venv .venv-checkov/.stamp .venv-policy/.stamp .venv-s3/.stamp .venv-triton/.stamp \
+	.cache/argo-rollouts-schema/.stamp .cache/containerd/.stamp
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -60,14 +65,28 @@ lint: venv
 	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-playbook -i inventories/prod --syntax-check $$p >/dev/null \
 	    || { echo "syntax-check failed: $$p"; exit 1; }; echo "syntax ok: $$p"; done
 
-test-offline: venv .venv-checkov/.stamp .cache/argo-rollouts-schema/.stamp
+# promtool, amtool, gcc and containerd come from deps: without them the offline tests would skip.
+test-offline: deps venv .venv-checkov/.stamp .cache/argo-rollouts-schema/.stamp
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m "not lab and not serving_lab"
 
 test-lab: deps venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m lab
 
+# `make test` runs each gate as `make GATE` through tests/gates.py: all of them, failures included,
+# each with its JUnit report and log under reports/, then a one-screen summary (wall time per gate,
+# passed/failed/skipped, every skip with its reason, the slowest tests). The first gate, envs,
+# installs every tool and environment, so that no later gate's time is an install's.
 # Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk.
-test: lint test-offline $$(TEST_TARGETS) test-lab
+GATES = envs lint test-offline $(TEST_TARGETS) test-lab
+test:
+	$(PYTHON) -m tests.gates run $(GATES)
+
+# The inner loop: lint and the offline tests, with the same summary.
+check:
+	$(PYTHON) -m tests.gates run envs lint test-offline
+
+# The plain make graph of every gate (no reports): `make -k test-gates`.
+test-gates: lint test-offline $$(TEST_TARGETS) test-lab
 
 # The node part (VM, site.yml, compliance report), then the serving lab (mk/serving.mk).
 lab: deps venv

@@ -1,7 +1,8 @@
 # Monitoring as code (monitoring/, see monitoring/README.md).
 #   make monitoring        write monitoring/generated/ from monitoring/*.py (commit the result)
 #   make test-monitoring   generated files current, promtool check/test rules, amtool check-config
-#                          and route tests (python -m monitoring check), then tests/monitoring
+#                          and route tests (python -m monitoring check); tests/monitoring runs in
+#                          make test-offline, with the other offline tests
 .PHONY: monitoring test-monitoring
 
 monitoring: venv
@@ -10,4 +11,3 @@ monitoring: venv
 TEST_TARGETS += test-monitoring
 test-monitoring: deps venv
 	$(BIN)/python -m monitoring check
-	$(BIN)/pytest tests/monitoring

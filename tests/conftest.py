@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
-from lab_fleet.processes import sigterm_interrupts
+from serving.tritonserver.processes import sigterm_interrupts
+from tests.tools import MISSING_TOOL
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -15,3 +17,15 @@ def _sigterm_runs_teardown() -> Iterator[None]:
     teardown still stops what it started: tritonserver, Prometheus, Alertmanager, qemu."""
     with sigterm_interrupts():
         yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Under CI=true a test skipped for a missing tool (tests/tools.py) fails instead."""
+    report = yield
+    if report.skipped and os.environ.get("CI") == "true":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if MISSING_TOOL in reason:
+            report.outcome = "failed"
+            report.longrepr = f"CI=true and {reason.removeprefix('Skipped: ')}: `make deps` installs it"
+    return report

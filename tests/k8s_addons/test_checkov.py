@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from tests.k8s_addons.addon_render import ENVIRONMENTS, REPO_ROOT, objects
+from tests.tools import missing_tool
 
 CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
 
@@ -15,7 +16,7 @@ CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_checkov_passes_with_only_reasoned_waivers(rendered_dirs, rendered, env):
     if not CHECKOV.exists():
-        pytest.skip("checkov is not installed: make .venv-checkov/.stamp (make test-offline builds it)")
+        pytest.skip(missing_tool("checkov", "make .venv-checkov/.stamp; make test-offline builds it"))
     command = [str(CHECKOV), "-d", str(rendered_dirs[env]), "--framework", "kubernetes", "--compact"]
     result = subprocess.run(
         [*command, "--skip-download", "-o", "json"], capture_output=True, text=True, check=False, cwd=REPO_ROOT

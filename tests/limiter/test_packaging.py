@@ -26,6 +26,7 @@ from tests.lab.limiter_lab import (
     rendered,
 )
 from tests.limiter.conftest import LIMITER
+from tests.tools import missing_tool
 
 ROOT = LIMITER.parent
 CONTAINERFILE = LIMITER / "Containerfile"
@@ -76,7 +77,7 @@ def test_image_runs_the_documented_module_and_port_as_uid_0():
 def test_checkov_passes_the_containerfile_with_written_reasons(tmp_path: Path):
     checkov = ROOT / ".venv-checkov/bin/checkov"
     if not checkov.exists():
-        pytest.skip("make .venv-checkov/.stamp builds checkov")
+        pytest.skip(missing_tool("checkov", "make .venv-checkov/.stamp"))
     # checkov's dockerfile framework reads files named Dockerfile only.
     scanned = tmp_path / "Dockerfile"
     shutil.copy(CONTAINERFILE, scanned)

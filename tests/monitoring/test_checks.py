@@ -3,7 +3,6 @@ runs): each failure names the file and the rule, route or test case at fault."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,9 +10,10 @@ import yaml
 
 from monitoring import __main__ as cli
 from monitoring import build, checks, dashboards, rules, spec
+from tests.tools import needs_tool
 
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool: apt install prometheus")
-needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool: apt install prometheus-alertmanager")
+needs_promtool = needs_tool("promtool", "apt install prometheus")
+needs_amtool = needs_tool("amtool", "apt install prometheus-alertmanager")
 
 
 def rule(**changes: object) -> dict:

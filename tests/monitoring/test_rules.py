@@ -5,15 +5,14 @@ field it reads is one the exporter is configured with, and no version is written
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from monitoring import build, checks, rules, spec
+from tests.tools import needs_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUPS = rules.groups()
@@ -21,7 +20,7 @@ ALERTS = [rule for group in GROUPS for rule in group["rules"] if "alert" in rule
 RECORDS = [rule["record"] for group in GROUPS for rule in group["rules"] if "record" in rule]
 UNIT_TESTS = {path: yaml.safe_load(path.read_text(encoding="utf-8")) for path in checks.unit_test_files()}
 DCGM_LABELS = {"DCGM_FI_DRIVER_VERSION"}  # exported as a label of every metric, not as a metric
-needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool: apt install prometheus-alertmanager")
+needs_amtool = needs_tool("amtool", "apt install prometheus-alertmanager")
 
 
 def alert_cases() -> Iterator[tuple[Path, dict[str, Any]]]:

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.tools import missing_tool
 from tests.unit.ansible_render import ansible_renders
 from tests.unit.test_ansible_filters import plugin
 
@@ -186,7 +187,7 @@ def test_toml_text_reads_back_as_the_same_data(data):
 
 
 needs_containerd = pytest.mark.skipif(
-    not CONTAINERD.exists(), reason="containerd is not unpacked: make containerd-binary (make test-offline does it)"
+    not CONTAINERD.exists(), reason=missing_tool("containerd", "make containerd-binary; make test-offline does it")
 )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from gpu_health.checks import evaluate
+from tests.tools import missing_tool
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[2]
@@ -40,7 +41,7 @@ print(json.dumps(snaps))
 
 def _read_through_stub(tmp_path: Path, *flags: str) -> list[dict[str, Any]]:
     if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed: the NVML stub library cannot be built")
+        pytest.skip(missing_tool("gcc", "make deps; the NVML stub library is built with it"))
     library = tmp_path / "lib" / "libnvidia-ml.so.1"
     library.parent.mkdir()
     source = HERE / "nvml_stub" / "nvml_stub.c"

@@ -1,0 +1,193 @@
+"""Run `make test`'s gates one after another and say where the time went.
+
+    python3 -m tests.gates run GATE [GATE ...]   each GATE is a make target; all run, failures included
+    python3 -m tests.gates summary               the table of the last run, from reports/
+
+Each gate runs as `make GATE`, its output shown and kept in reports/logs/GATE.log. pytest inside it
+writes reports/junit/GATE.xml (through PYTEST_ADDOPTS), which holds every test's outcome, duration
+and skip reason. The summary is one screen: each gate's wall time and exit status, passed, failed
+and skipped tests, every skip with its reason, and the slowest tests. Standard library only: it
+runs before any virtual environment exists and times their build too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+REPORTS = REPO / "reports"
+SLOWEST = 12
+
+
+@dataclass
+class GateResult:
+    gate: str
+    wall_s: float
+    rc: int
+    outcomes: Counter[str] = field(default_factory=Counter)
+    skips: list[tuple[str, str]] = field(default_factory=list)  # (test id, reason)
+    durations: list[tuple[float, str]] = field(default_factory=list)  # (seconds, test id)
+
+
+def _junit_paths(gate: str) -> list[Path]:
+    return sorted((REPORTS / "junit").glob(f"{gate}*.xml"))
+
+
+def _read_junit(result: GateResult) -> None:
+    for path in _junit_paths(result.gate):
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as error:
+            result.skips.append((str(path), f"unreadable JUnit report: {error}"))
+            continue
+        for case in root.iter("testcase"):
+            test_id = f"{case.get('classname', '')}::{case.get('name', '')}".lstrip(":")
+            result.durations.append((float(case.get("time") or 0), test_id))
+            children = {child.tag for child in case}
+            if "skipped" in children:
+                skipped = case.find("skipped")
+                reason = (skipped.get("message") or skipped.text or "").strip() if skipped is not None else ""
+                result.outcomes["skipped"] += 1
+                result.skips.append((test_id, reason.removeprefix("Skipped: ")))
+            elif children & {"failure", "error"}:
+                result.outcomes["failed"] += 1
+            else:
+                result.outcomes["passed"] += 1
+
+
+def _record(result: GateResult) -> None:
+    path = REPORTS / "gates" / f"{result.gate}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"gate": result.gate, "wall_s": round(result.wall_s, 1), "rc": result.rc}))
+
+
+def run_gate(gate: str) -> GateResult:
+    """`make GATE` with its output shown and logged; pytest writes the gate's JUnit report."""
+    for stale in _junit_paths(gate):
+        stale.unlink()
+    (REPORTS / "logs").mkdir(parents=True, exist_ok=True)
+    (REPORTS / "junit").mkdir(parents=True, exist_ok=True)
+    junit = REPORTS / "junit" / f"{gate}.xml"
+    addopts = " ".join(
+        filter(None, [os.environ.get("PYTEST_ADDOPTS", ""), f"--junitxml={shlex.quote(str(junit))}", "--durations=10"])
+    )
+    env = {**os.environ, "PYTEST_ADDOPTS": addopts}
+    print(f"\n=== gate {gate}: make {gate}", flush=True)
+    started = time.monotonic()
+    with (REPORTS / "logs" / f"{gate}.log").open("w") as log:
+        process = subprocess.Popen(
+            ["make", "--no-print-directory", gate],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                sys.stdout.write(line)
+                log.write(line)
+            rc = process.wait()
+        except KeyboardInterrupt:  # make passes the interrupt on to the gate's processes
+            rc = process.wait()
+            raise
+    result = GateResult(gate=gate, wall_s=time.monotonic() - started, rc=rc)
+    _record(result)
+    print(f"=== gate {gate}: exit {rc} after {result.wall_s:.0f} s", flush=True)
+    return result
+
+
+def load_results() -> list[GateResult]:
+    """The last run's gates in the order they ran, with their JUnit reports read."""
+    order = REPORTS / "gates" / "order.json"
+    gates = json.loads(order.read_text()) if order.exists() else []
+    results = []
+    for gate in gates:
+        path = REPORTS / "gates" / f"{gate}.json"
+        if not path.exists():
+            continue
+        data = json.loads(path.read_text())
+        result = GateResult(gate=gate, wall_s=data["wall_s"], rc=data["rc"])
+        _read_junit(result)
+        results.append(result)
+    return results
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
+def summary(results: list[GateResult]) -> str:
+    lines = ["", "=== make test: where the time went", ""]
+    lines.append(f"{'gate':<22} {'wall':>6} {'exit':>4} {'passed':>7} {'failed':>7} {'skipped':>8}")
+    for r in results:
+        lines.append(
+            f"{r.gate:<22} {_minutes(r.wall_s):>6} {r.rc:>4} {r.outcomes['passed']:>7} "
+            f"{r.outcomes['failed']:>7} {r.outcomes['skipped']:>8}"
+        )
+    total = sum(r.wall_s for r in results)
+    counts = Counter[str]()
+    for r in results:
+        counts.update(r.outcomes)
+    lines.append(
+        f"{'total':<22} {_minutes(total):>6} {max((r.rc for r in results), default=0):>4} "
+        f"{counts['passed']:>7} {counts['failed']:>7} {counts['skipped']:>8}"
+    )
+    skips = [(r.gate, test, reason) for r in results for test, reason in r.skips]
+    if skips:
+        lines += ["", "skipped, with the reason:"]
+        lines += [f"  [{gate}] {test}: {reason}" for gate, test, reason in skips]
+    slowest = sorted(((s, r.gate, t) for r in results for s, t in r.durations), reverse=True)[:SLOWEST]
+    if slowest:
+        lines += ["", f"slowest {len(slowest)} tests:"]
+        lines += [f"  {s:7.1f} s  [{gate}] {test}" for s, gate, test in slowest]
+    lines.append(f"\nreports: {REPORTS.relative_to(REPO)}/ (junit/*.xml, logs/*.log, summary.txt)")
+    return "\n".join(lines)
+
+
+def write_summary(results: list[GateResult]) -> str:
+    text = summary(results)
+    (REPORTS / "summary.txt").write_text(text.lstrip("\n") + "\n")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m tests.gates", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run make targets as gates, then print the summary")
+    run.add_argument("gates", nargs="+")
+    sub.add_parser("summary", help="print the summary of the last run")
+    args = parser.parse_args(argv)
+    if args.command == "summary":
+        print(write_summary(load_results()))
+        return 0
+    (REPORTS / "gates").mkdir(parents=True, exist_ok=True)
+    for old in (REPORTS / "gates").glob("*.json"):
+        old.unlink()
+    (REPORTS / "gates" / "order.json").write_text(json.dumps(args.gates))
+    results = []
+    try:
+        for gate in args.gates:
+            results.append(run_gate(gate))
+    finally:
+        print(write_summary(load_results()), flush=True)
+    failed = [r.gate for r in results if r.rc != 0]
+    if failed:
+        print(f"\nfailed gates: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
