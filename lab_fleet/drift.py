@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lab_fleet.processes import LOOPBACK, ServerProcess, free_port
-from lab_fleet.triton import REPO
+from serving.tritonserver.processes import LOOPBACK, ServerProcess, free_port
+from serving.tritonserver.server import REPO
 
 
 class DriftAgentProcess(ServerProcess):

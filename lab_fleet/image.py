@@ -10,7 +10,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from serving.images.debian_mirrors import mirrors
 
 SUITE = "bookworm"
 PACKAGES = (
@@ -105,13 +106,6 @@ class Image:
 
     def exists(self) -> bool:
         return all(p.is_file() for p in (self.rootfs, self.kernel, self.initrd, self.directory / "manifest.json"))
-
-
-def mirrors() -> tuple[str, str]:
-    return (
-        os.environ.get("LAB_MIRROR", "http://deb.debian.org/debian"),
-        os.environ.get("LAB_SECURITY_MIRROR", "http://deb.debian.org/debian-security"),
-    )
 
 
 def image_inputs() -> dict[str, object]:

@@ -25,7 +25,9 @@ from typing import Any
 
 import yaml
 
-from lab_fleet.processes import (
+from platform_matrix import DEFAULT_PATH as MATRIX_PATH
+from platform_matrix import load as load_matrix
+from serving.tritonserver.processes import (
     LOOPBACK,
     command_of,
     free_port,
@@ -36,9 +38,7 @@ from lab_fleet.processes import (
     wait_for,
     wait_ready,
 )
-from lab_fleet.triton import REPO, TRITON_VENV, TritonProcess
-from platform_matrix import DEFAULT_PATH as MATRIX_PATH
-from platform_matrix import load as load_matrix
+from serving.tritonserver.server import REPO, TRITON_VENV, TritonProcess
 
 # Scrape and rule-evaluation interval of the lab's Prometheus: short, so tests wait little.
 SCRAPE_INTERVAL_S = 2

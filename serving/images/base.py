@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lab_fleet.image import mirrors
+from serving.images.debian_mirrors import mirrors
 from serving.images.podman import podman, podman_ok
 
 RECIPE_VERSION = 1

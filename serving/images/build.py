@@ -50,8 +50,12 @@ def _model_files(directory: str, names: list[str]) -> list[str]:
 
 
 # What each source leaves out: the serving package its image recipes (this folder: an image needs no
-# builder), the model repository its model files.
-_IGNORE = {"serving": shutil.ignore_patterns("__pycache__", "*.pyc", "images"), "model_repository": _model_files}
+# builder) and its local tritonserver runner (the cluster runs Triton's own image), the model
+# repository its model files.
+_IGNORE = {
+    "serving": shutil.ignore_patterns("__pycache__", "*.pyc", "images", "tritonserver"),
+    "model_repository": _model_files,
+}
 
 
 def assemble(app: App, context: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from lab_fleet.processes import LOOPBACK
+from serving.tritonserver.processes import LOOPBACK
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 

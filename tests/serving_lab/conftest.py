@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from lab_fleet.gateway import GatewayProcess
-from lab_fleet.processes import LOOPBACK, free_port
 from lab_fleet.serving import ServingLab
+from serving.tritonserver.processes import LOOPBACK, free_port
 from tests.serving_lab.clients import drive_load
 
 

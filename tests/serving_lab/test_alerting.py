@@ -22,9 +22,9 @@ import tritonclient.grpc as grpcclient
 import yaml
 from tritonclient.utils import InferenceServerException
 
-from lab_fleet.processes import wait_for
 from lab_fleet.serving import DEFAULT_ALERTMANAGER_CONFIG, DEFAULT_RULES, SCRAPE_INTERVAL_S, ServingLab
-from lab_fleet.triton import TritonProcess
+from serving.tritonserver.processes import wait_for
+from serving.tritonserver.server import TritonProcess
 from tests.serving_lab.alerting import (
     WebhookReceiver,
     alerting_rules,

@@ -43,7 +43,6 @@ import yaml
 
 from lab_fleet.drift import DriftAgentProcess
 from lab_fleet.gateway import GatewayProcess
-from lab_fleet.processes import free_port, http_ok, wait_for
 from lab_fleet.serving import (
     DEFAULT_ALERTMANAGER_CONFIG,
     DEFAULT_RULES,
@@ -51,10 +50,11 @@ from lab_fleet.serving import (
     SCRAPE_INTERVAL_S,
     ServingLab,
 )
-from lab_fleet.triton import REPO
 from serving.drift.build_reference import unshifted_inputs
 from serving.drift.reference import REFERENCE_FILE
 from serving.drift.settings import DRIFT_SHARE, WINDOW
+from serving.tritonserver.processes import free_port, http_ok, wait_for
+from serving.tritonserver.server import REPO
 from tests.serving_lab.alerting import WebhookReceiver, active_alerts, alerting_rules, redirect_webhooks, seconds
 
 pytestmark = pytest.mark.serving_lab

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from lab_fleet import serving
-from lab_fleet.processes import (
+from lab_fleet.serving import LIMITER_JOB, SCRAPE_INTERVAL_S, TRITON_JOB, ServingLab
+from serving.tritonserver.processes import (
     LOOPBACK,
     ServerError,
     command_of,
@@ -28,7 +29,6 @@ from lab_fleet.processes import (
     wait_for,
     wait_ready,
 )
-from lab_fleet.serving import LIMITER_JOB, SCRAPE_INTERVAL_S, TRITON_JOB, ServingLab
 
 pytestmark = pytest.mark.serving_lab
 

@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from lab_fleet.triton import TritonProcess
+from serving.tritonserver.server import TritonProcess
 
 pytestmark = pytest.mark.serving_lab
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab_fleet.triton import REPO, TritonProcess
+from serving.tritonserver.server import REPO, TritonProcess
 
 pytestmark = pytest.mark.serving_lab
 

@@ -12,8 +12,8 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from lab_fleet.processes import wait_for
 from lab_fleet.serving import SCRAPE_INTERVAL_S, ServingLab
+from serving.tritonserver.processes import wait_for
 from tests.serving_lab.clients import infer
 
 pytestmark = pytest.mark.serving_lab

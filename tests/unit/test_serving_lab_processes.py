@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab_fleet import triton
-from lab_fleet.processes import ServerError, free_port, group_members, spawn, stop_group, wait_ready
 from lab_fleet.serving import LIMITER_JOB, SCRAPE_INTERVAL_S, TRITON_JOB, prometheus_config
-from lab_fleet.triton import TritonNotInstalledError, TritonProcess
+from serving.tritonserver import server
+from serving.tritonserver.processes import ServerError, free_port, group_members, spawn, stop_group, wait_ready
+from serving.tritonserver.server import TritonNotInstalledError, TritonProcess
 
 # A parent that starts a child which ignores SIGTERM, both in the parent's process group.
 STUBBORN_FAMILY = (
@@ -66,11 +66,11 @@ def test_the_prometheus_config_scrapes_triton_and_the_limiter_when_given(tmp_pat
 
 
 def test_a_missing_triton_venv_names_the_make_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(triton, "TRITON_VENV", tmp_path / ".venv-triton")
+    monkeypatch.setattr(server, "TRITON_VENV", tmp_path / ".venv-triton")
     with pytest.raises(TritonNotInstalledError, match=r"run `make \.venv-triton/\.stamp`"):
         TritonProcess(tmp_path / "models", tmp_path / "run").start()
     with pytest.raises(TritonNotInstalledError, match=r"make \.venv-triton/\.stamp"):
-        triton.perf_analyzer("--help")
+        server.perf_analyzer("--help")
 
 
 def test_urls_before_start_say_so(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
-"""Local server processes for the serving lab: loopback ports, process groups, readiness.
+"""Local server processes: loopback ports, process groups, readiness.
 
 Every server runs in its own session (process group), so stopping it also stops what it
 started (Triton's Python backend stubs). Groups are found through /proc, which works from
-another process too (`scripts/serve-lab down`), and zombies count as gone: the lab's servers
-may outlive the process that started them, and PID 1 here need not reap them.
+another process too (`scripts/serve-lab down`), and zombies count as gone: a server may outlive
+the process that started it, and PID 1 here need not reap it.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str, interval: flo
         time.sleep(interval)
 
 
-# Error lines of the lab's servers: glog (Triton "E1203 ..."), logfmt (Prometheus, Alertmanager).
+# Error lines of the servers started here: glog (Triton "E1203 ..."), logfmt (Prometheus, Alertmanager).
 _ERROR_LINE = re.compile(r"^E\d{4} |level=error|^error:", re.IGNORECASE)
 
 
@@ -142,7 +142,7 @@ def log_excerpt(log: Path | None, errors: int = 10, tail: int = 15) -> str:
 
 
 class ServerError(RuntimeError):
-    """A lab server failed to start; the message ends with the tail of its log."""
+    """A local server failed to start; the message ends with the tail of its log."""
 
     def __init__(self, message: str, log: Path | None = None) -> None:
         excerpt = log_excerpt(log)

@@ -2,9 +2,9 @@
 
 The wheel carries the server and its Python backend; the run dir gets a backend directory
 that holds that backend (with the stub for the venv's Python) and the Python-based
-onnxruntime backend of lab_fleet/backends, so model_repository/ loads with its configs as
-committed. Versions come from platform_matrix/matrix.yml (`serving_lab`); `make
-.venv-triton/.stamp` builds the venv.
+onnxruntime backend of backends/, so model_repository/ loads with its configs as committed.
+Versions come from platform_matrix/matrix.yml (`serving_lab`); `make .venv-triton/.stamp` builds
+the venv. The model validator's Triton engine and the serving lab both start it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from lab_fleet.processes import LOOPBACK, ServerError, ServerProcess, free_port
+from serving.tritonserver.processes import LOOPBACK, ServerError, ServerProcess, free_port
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TRITON_VENV = REPO / ".venv-triton"
 BACKEND_SOURCES = Path(__file__).with_name("backends")
 
@@ -48,7 +48,7 @@ def _env(*library_dirs: Path) -> dict[str, str]:
 
 
 def assemble_backends(target: Path) -> Path:
-    """A backend directory: the wheel's `python` backend with its stub, plus lab_fleet/backends/*."""
+    """A backend directory: the wheel's `python` backend with its stub, plus backends/*."""
     site = _site_packages()
     server = site / "pytriton/tritonserver"
     python_version = site.parent.name.removeprefix("python")
