@@ -1,108 +1,93 @@
-"""The metric names a PromQL expression reads, from a small tokenizer (no PromQL parser needed).
+"""The series selectors of a PromQL expression, and the metric names they read, from a real parser.
 
-An identifier is a metric name unless it calls a function or an aggregation (it is followed by
-`(`, or by `by`/`without`), is a keyword (`and`, `offset`, `bool`, ...), or names labels (inside `{...}`, or the list
-after `by`, `without`, `on`, `ignoring`, `group_left`, `group_right`). `{__name__="x"}` reads x.
-Strings, numbers, durations, ranges and subqueries (`[5m:1m]`), `@` modifiers and Grafana's
-template variables (`$model`, `${model}`, `[[model]]`, `$__rate_interval`) are skipped.
-Recording-rule names (`level:metric:operations`) are metric names like any other.
+promql-parser (the Python bindings of the Rust promql-parser crate, which follows Prometheus's
+grammar) parses the expression; every vector selector of its syntax tree is a metric read, with
+its name (`x`, `level:metric:operations`, or `{__name__="x"}`) and its label matchers. Label
+names in matchers and in `by`/`without`/`on`/`ignoring`/`group_left`/`group_right` lists,
+function names, strings, numbers, durations, subqueries and `@`/`offset` modifiers are parts of
+the tree, never mistaken for metrics. An expression the parser refuses is a PromQLError, and so
+is a selector whose metric is not one name (`{__name__=~"a|b"}`) or that joins matchers with
+`or` (Prometheus 3), which no expression here uses.
+
+Grafana interpolates its template variables before it sends a query; `$__rate_interval`,
+`$__interval` and `$__range` (also as `${...}`) stand for a duration and are read as one here.
+Other variables may appear inside strings only (`model=~"$model"`), where they are text.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-_TOKENS = re.compile(
-    r"""
-    (?P<skip>\s+|\#[^\n]*)
-  | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`[^`]*`)
-  | (?P<duration>(?:\d+(?:ms|[smhdwy]))+\b)
-  | (?P<number>0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
-  | (?P<variable>\$\{[^}]*\}|\$\w+|\[\[[\w:.]+\]\])
-  | (?P<ident>[A-Za-z_:][A-Za-z0-9_:]*)
-  | (?P<op>=~|!~|!=|==|<=|>=|[-+*/%^<>=,(){}\[\]@:])
-    """,
-    re.VERBOSE,
+import promql_parser
+
+# Grafana's duration variables, replaced by a duration before parsing (their value does not change
+# which metrics are read).
+_GRAFANA_DURATION = re.compile(
+    r"\$(?:__rate_interval|__interval|__range)\b|\$\{(?:__rate_interval|__interval|__range)\}"
 )
-KEYWORDS = frozenset({"and", "or", "unless", "bool", "offset", "atan2", "inf", "nan"})
-LABEL_LISTS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
-_CLOSING = {"(": ")", "{": "}", "[": "]"}
+_OPS = {
+    str(promql_parser.MatchOp.Equal): "=",
+    str(promql_parser.MatchOp.NotEqual): "!=",
+    str(promql_parser.MatchOp.Re): "=~",
+    str(promql_parser.MatchOp.NotRe): "!~",
+}
+NAME_LABEL = "__name__"
 
 
 class PromQLError(ValueError):
-    """An expression that cannot be read: an unknown character, an unterminated string or bracket."""
+    """An expression that Prometheus's grammar refuses, or whose metric cannot be named."""
 
 
 @dataclass(frozen=True)
-class Token:
-    kind: str
-    text: str
-    position: int
+class Matcher:
+    label: str
+    op: str  # =, !=, =~ or !~
+    value: str
 
 
-def tokens(expr: str) -> list[Token]:
-    found: list[Token] = []
-    position = 0
-    while position < len(expr):
-        match = _TOKENS.match(expr, position)
-        if match is None:
-            raise PromQLError(f"cannot read {expr[position : position + 20]!r} at offset {position} of {expr!r}")
-        kind = match.lastgroup or ""
-        if kind != "skip":
-            found.append(Token(kind, match.group(), position))
-        position = match.end()
-    return found
+@dataclass(frozen=True)
+class Selector:
+    """One vector selector: the metric it reads and its other label matchers, in written order."""
+
+    name: str
+    matchers: tuple[Matcher, ...]
 
 
-def _unquote(text: str) -> str:
-    body = text[1:-1]
-    return body if text[0] == "`" else re.sub(r"\\(.)", r"\1", body)
+def _selector(selector: promql_parser.VectorSelector, expr: str) -> Selector:
+    if selector.matchers.or_matchers:
+        raise PromQLError(f"cannot read {expr!r}: `or` between label matchers (Prometheus 3) is not read here")
+    matchers = [Matcher(m.name, _OPS[str(m.op)], m.value) for m in selector.matchers.matchers]
+    named = [m for m in matchers if m.label == NAME_LABEL]
+    name = selector.name
+    if name is None:
+        if len(named) != 1 or named[0].op != "=":
+            found = ", ".join(f"{m.label}{m.op}{m.value!r}" for m in named) or "none"
+            raise PromQLError(f'cannot read {expr!r}: a nameless selector needs one __name__="..." (has {found})')
+        name = named[0].value
+    return Selector(name, tuple(m for m in matchers if m.label != NAME_LABEL))
 
 
-def _group(items: list[Token], start: int) -> int:
-    """The index of the bracket that closes the one at `start`."""
-    depth = 0
-    for index in range(start, len(items)):
-        text = items[index].text
-        if items[index].kind == "op" and text in _CLOSING:
-            depth += 1
-        elif items[index].kind == "op" and text in _CLOSING.values():
-            depth -= 1
-            if depth == 0:
-                if text != _CLOSING[items[start].text]:
-                    raise PromQLError(f"{items[start].text!r} at offset {items[start].position} closed by {text!r}")
-                return index
-    raise PromQLError(f"unclosed {items[start].text!r} at offset {items[start].position}")
+def parse(expr: str) -> promql_parser.Expr:
+    """The expression's syntax tree, Grafana's duration variables read as a duration."""
+    try:
+        return promql_parser.parse(_GRAFANA_DURATION.sub("1m", expr))
+    except ValueError as exc:
+        raise PromQLError(f"cannot read {expr!r}: {exc}") from exc
 
 
-def _selector_names(items: list[Token]) -> Iterator[str]:
-    """Metric names given as `__name__="x"` inside a label matcher block."""
-    for index in range(len(items) - 2):
-        name, op, value = items[index : index + 3]
-        if name.text == "__name__" and op.text == "=" and value.kind == "string":
-            yield _unquote(value.text)
+def selectors(expr: str) -> list[Selector]:
+    """Every vector selector of `expr` (also those inside range selectors and subqueries), in order."""
+    found: list[promql_parser.VectorSelector] = []
+
+    def visit(node: promql_parser.Expr) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            found.append(node)
+
+    promql_parser.walk(parse(expr), visit)
+    return [_selector(node, expr) for node in found]
 
 
 def metric_names(expr: str) -> set[str]:
     """Every metric (or recording rule) that `expr` selects."""
-    items = tokens(expr)
-    names: set[str] = set()
-    index = 0
-    while index < len(items):
-        token = items[index]
-        following = items[index + 1] if index + 1 < len(items) else None
-        # A function call, or an aggregation with its clause first: `sum by (model) (...)`.
-        calls = following is not None and (following.text == "(" or following.text.lower() in ("by", "without"))
-        if token.kind == "op" and token.text in ("{", "["):
-            end = _group(items, index)
-            if token.text == "{":
-                names.update(_selector_names(items[index + 1 : end]))
-            index = end
-        elif token.kind == "ident" and token.text.lower() in LABEL_LISTS:
-            index = _group(items, index + 1) if calls else index
-        elif token.kind == "ident" and not calls and token.text.lower() not in KEYWORDS:
-            names.add(token.text)
-        index += 1
-    return names
+    return {selector.name for selector in selectors(expr)}

@@ -10,7 +10,7 @@ import pytest
 from grafana_foundation_sdk.models import units
 
 from monitoring import dashboards
-from monitoring.promql import metric_names, tokens
+from monitoring.promql import Matcher, selectors
 
 BOARDS = dashboards.dashboards()
 # The unit each panel shows, reviewed one by one: a new panel must be added here.
@@ -126,14 +126,10 @@ def test_triton_boards_filter_every_selector_by_model_and_version(stem: str) -> 
     assert "$model" in variables["version"]["query"], "the versions offered follow the models chosen"
     for panel in dashboards.panels(BOARDS[stem]):
         for target in panel["targets"]:
-            items = tokens(target["expr"])
-            read = metric_names(target["expr"])
-            for index, token in enumerate(items):
-                if token.kind == "ident" and token.text in read:
-                    matchers = "".join(item.text for item in items[index + 1 : index + 12])
-                    assert matchers.startswith('{model=~"$model",version=~"$version"'), (
-                        f"{stem}: panel {panel['title']!r}: {token.text} is not filtered by $model and $version"
-                    )
+            for selector in selectors(target["expr"]):
+                assert {Matcher("model", "=~", "$model"), Matcher("version", "=~", "$version")} <= set(
+                    selector.matchers
+                ), f"{stem}: panel {panel['title']!r}: {selector.name} is not filtered by $model and $version"
 
 
 @pytest.mark.parametrize(("stem", "metric"), [("gpu-health", "DCGM_FI_DEV_"), ("cgroup-limiter", "cgroup_limiter_")])

@@ -11,10 +11,12 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from monitoring import dashboards, metric_names
+from monitoring import dashboards, metric_names, promql
 from monitoring.metric_names import catalog
+from serving.canary.analysis import resolve_args, substitute
 
-PULUMI_DIR = Path(__file__).resolve().parents[2] / "pulumi"
+ROOT = Path(__file__).resolve().parents[2]
+PULUMI_DIR = ROOT / "pulumi"
 if str(PULUMI_DIR) not in sys.path:
     sys.path.insert(0, str(PULUMI_DIR))
 
@@ -41,16 +43,35 @@ def test_the_dashboards_read_only_metrics_that_exist(stem: str) -> None:
 
 @pytest.mark.parametrize("env", ENVS)
 def test_the_hpa_adapter_reads_only_metrics_that_exist(env: str) -> None:
-    """prometheus-adapter's rules as the release installs them; its Go templates
-    (<<.LabelMatchers>>, <<.GroupBy>>) stand for label matchers and label names."""
+    """prometheus-adapter's rules as the release installs them. metricsQuery is filled in as the
+    adapter does for one series of seriesQuery: <<.Series>> its name, <<.LabelMatchers>> the
+    matchers of the pods asked for, <<.GroupBy>> the label they are grouped by."""
     rules = charts.prometheus_adapter(from_stack_file(env)).values["rules"]["custom"]
     assert rules
     for index, rule in enumerate(rules):
-        for key in ("seriesQuery", "metricsQuery"):
-            query = re.sub(r"<<[^>]*>>", "", rule[key])
-            assert CATALOG.problems(f"prometheus-adapter ({env})", [(f"rule {index} {key}", query)]) == []
-        exposed = re.compile(rule["name"]["matches"])
-        assert any(exposed.search(name) for name in CATALOG.sources), rule["name"]
+        (series,) = promql.metric_names(rule["seriesQuery"])
+        assert re.search(rule["name"]["matches"], series), rule["name"]
+        adapter = {"Series": series, "LabelMatchers": 'namespace="triton",pod=~"triton-0|triton-1"', "GroupBy": "pod"}
+        query = re.sub(r"<<\.(\w+)>>", lambda match, filled=adapter: filled[match.group(1)], rule["metricsQuery"])
+        assert promql.metric_names(query) == {series}
+        queries = [(f"rule {index} seriesQuery", rule["seriesQuery"]), (f"rule {index} metricsQuery", query)]
+        assert CATALOG.problems(f"prometheus-adapter ({env})", queries) == []
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_canary_analysis_reads_only_metrics_that_exist(env: str) -> None:
+    """Every Prometheus query of the rendered AnalysisTemplates, its {{args.*}} filled in as the
+    Rollout's analysis step fills them (the pod template hashes given, the rest the templates' own)."""
+    queries = []
+    for path in sorted((ROOT / "deploy/serving" / env / "manifests").glob("*-analysistemplate-*.yaml")):
+        template = next(doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc)
+        values = resolve_args([template], {"stable-hash": "6d4cf56db6", "canary-hash": "7f9b8c5d4e"})
+        for metric in template["spec"]["metrics"]:
+            if "prometheus" in metric["provider"]:
+                query = substitute(metric["provider"]["prometheus"]["query"], values, path.name)
+                queries.append((f"{template['metadata']['name']} {metric['name']}", query))
+    assert len(queries) == 2, "the latency and error templates query Prometheus"
+    assert CATALOG.problems(f"deploy/serving/{env}", queries) == []
 
 
 def test_a_rule_reading_a_metric_no_exporter_produces_is_named(tmp_path: Path) -> None:
