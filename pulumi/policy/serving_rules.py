@@ -7,9 +7,12 @@ with dicts, so they need neither the engine nor pulumi-policy.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from analysis_conditions import ERROR, INCONCLUSIVE, UnsupportedCondition, measure
 
 Props = Mapping[str, Any]
 Rule = Callable[[str, Props], Iterator[str]]
@@ -34,9 +37,10 @@ _ANALYSIS_TEMPLATES = (
     "kubernetes:argoproj.io/v1alpha1:AnalysisTemplate",
     "kubernetes:argoproj.io/v1alpha1:ClusterAnalysisTemplate",
 )
-# The guard a Prometheus condition must open with: exactly one sample, and not NaN. An empty
-# vector (no data) or a NaN then fails both conditions, which Argo Rollouts counts as Inconclusive.
-_NO_DATA_GUARD = re.compile(r"^\s*len\(result\)\s*==\s*1\s*&&\s*!\s*isNaN\(result\[0\]\)\s*&&")
+# What a Prometheus query returns when there is no data: an empty vector, or one NaN sample (a
+# ratio of two empty rates). Each must leave both conditions false: Inconclusive.
+NO_DATA: dict[str, list[float]] = {"[]": [], "[NaN]": [math.nan]}
+A_SAMPLE = [1.0]  # a measurement with data: both conditions must at least evaluate on it
 _CHART_TYPES = ("kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v3:Release")
 
 
@@ -252,34 +256,34 @@ def rollout_weights(resource_type: str, props: Props) -> Iterator[str]:
         previous = weight
 
 
-def _top_level_or(condition: str) -> bool:
-    depth = 0
-    for index, char in enumerate(condition):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth == 0 and condition.startswith("||", index):
-            return True
-    return False
+def _no_data_problems(success: str | None, failure: str | None) -> Iterator[str]:
+    try:
+        for shown, result in NO_DATA.items():
+            outcome = measure(success, failure, result)
+            if outcome.phase != INCONCLUSIVE:
+                why = f": {outcome.error}" if outcome.error else ""
+                yield f"on {shown} the measurement is {outcome.phase}{why}, not {INCONCLUSIVE}"
+        outcome = measure(success, failure, A_SAMPLE)
+    except UnsupportedCondition as exc:
+        yield f"cannot be evaluated here ({exc}), so no data is not shown to be {INCONCLUSIVE}"
+        return
+    if outcome.phase == ERROR:
+        yield f"on {A_SAMPLE} the measurement is {ERROR}: {outcome.error}"
 
 
 def no_data_is_inconclusive(resource_type: str, props: Props) -> Iterator[str]:
-    """Every Prometheus metric of an AnalysisTemplate has a successCondition and a failureCondition
-    that both open with `len(result) == 1 && !isNaN(result[0]) &&` (and no top-level `||` after
-    it): an empty result or a NaN matches neither, so the measurement is Inconclusive and never
-    promotes (with one condition only, Argo Rollouts would decide on the other's negation)."""
+    """Every Prometheus metric of an AnalysisTemplate, its successCondition and failureCondition
+    evaluated as Argo Rollouts does (analysis_conditions.py), is Inconclusive on no data (`[]`) and
+    on a NaN sample (`[NaN]`): neither condition true and neither failing to evaluate (that is
+    Error, which counts towards aborting). With data (one sample) both evaluate."""
     if resource_type not in _ANALYSIS_TEMPLATES:
         return
     for metric in (props.get("spec") or {}).get("metrics") or []:
         if "prometheus" not in (metric.get("provider") or {}):
             continue
-        for field in ("successCondition", "failureCondition"):
-            condition = metric.get(field)
-            if not condition:
-                yield f"{_name(props)}: metric {metric.get('name')!r} has no {field}: no data would decide it"
-            elif not _NO_DATA_GUARD.match(condition) or _top_level_or(condition):
-                yield (
-                    f"{_name(props)}: metric {metric.get('name')!r} {field} {condition!r} does not open with "
-                    "`len(result) == 1 && !isNaN(result[0]) &&`: no data or NaN could match it"
-                )
+        success, failure = metric.get("successCondition"), metric.get("failureCondition")
+        for problem in _no_data_problems(success, failure):
+            yield f"{_name(props)}: metric {metric.get('name')!r}: {problem}"
 
 
 RULES: dict[str, Rule] = {

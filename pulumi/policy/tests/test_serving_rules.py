@@ -239,6 +239,7 @@ def test_weights_must_be_percentages_and_blue_green_needs_pre_promotion_analysis
 
 
 GUARD = "len(result) == 1 && !isNaN(result[0]) && "
+INCONCLUSIVE_RULE = "analysis-treats-no-data-as-inconclusive"
 
 
 def template(success: str | None, failure: str | None, provider: str = "prometheus") -> dict:
@@ -250,22 +251,133 @@ def template(success: str | None, failure: str | None, provider: str = "promethe
     return {"metadata": {"name": "t", "namespace": "triton"}, "spec": {"metrics": [metric]}}
 
 
-@pytest.mark.parametrize(
-    ("success", "failure", "broken"),
-    [
-        (GUARD + "result[0] <= 1.2", GUARD + "result[0] > 1.2", False),
-        ("result[0] <= 1.2", GUARD + "result[0] > 1.2", True),  # no data: an error, NaN: failure
-        (GUARD + "result[0] <= 1.2", None, True),  # success alone: no data fails the measurement
-        ("len(result) > 0 && result[0] <= 1.2", GUARD + "result[0] > 1.2", True),  # NaN slips through
-        (GUARD + "result[0] <= 1.2 || len(result) == 0", GUARD + "result[0] > 1.2", True),  # no data succeeds
-        (GUARD + "(result[0] <= 1.2 || result[0] < 0)", GUARD + "result[0] > 1.2", False),
-    ],
-    ids=["guarded", "unguarded", "success-only", "no-nan-check", "or-no-data", "or-in-parentheses"],
-)
-def test_analysis_templates_treat_no_data_as_inconclusive(success: str, failure: str, broken: bool) -> None:
+def no_data_problems(success: str | None, failure: str | None) -> list[str]:
     found = violations(TEMPLATE, template(success, failure))
-    assert bool(found) is broken
-    assert all(name == "analysis-treats-no-data-as-inconclusive" for name, _ in found)
+    assert {name for name, _ in found} <= {INCONCLUSIVE_RULE}
+    return [message.removeprefix("triton/t: metric 'p95': ") for _, message in found]
+
+
+@pytest.mark.parametrize(
+    ("success", "failure"),
+    [
+        (GUARD + "result[0] <= 1.2", GUARD + "result[0] > 1.2"),  # the rendered templates' form
+        (GUARD + "(result[0] <= 1.2 || result[0] < 0)", GUARD + "result[0] > 1.2"),
+        # No isNaN: every comparison with NaN is false, so NaN matches neither condition either.
+        ("len(result) > 0 && result[0] <= 1.2", "len(result) > 0 && result[0] > 1.2"),
+        ("all(result, {# <= 1.2}) && len(result) == 1", "any(result, # > 1.2)"),
+        (
+            "len(result) == 1 and not isNaN(result[-1]) and result[-1] <= 1.2",
+            "len(result) > 0 && 1.2 < result[0] < 100",
+        ),
+    ],
+    ids=["guarded", "or-in-parentheses", "nan-compares-false", "all-any", "words-negative-index-chained"],
+)
+def test_conditions_that_leave_no_data_inconclusive_pass(success: str, failure: str) -> None:
+    assert no_data_problems(success, failure) == []
+
+
+@pytest.mark.parametrize(
+    ("success", "failure", "problems"),
+    [
+        (
+            "result[0] <= 1.2",
+            GUARD + "result[0] > 1.2",
+            [
+                "on [] the measurement is Error: 'result[0] <= 1.2': index out of range: 0 (array length is 0), "
+                "not Inconclusive"
+            ],
+        ),
+        (
+            GUARD + "result[0] <= 1.2",
+            None,
+            [
+                "on [] the measurement is Failed, not Inconclusive",
+                "on [NaN] the measurement is Failed, not Inconclusive",
+            ],
+        ),
+        (
+            None,
+            GUARD + "result[0] > 1.2",
+            [
+                "on [] the measurement is Successful, not Inconclusive",
+                "on [NaN] the measurement is Successful, not Inconclusive",
+            ],
+        ),
+        (
+            None,
+            None,
+            [
+                "on [] the measurement is Successful, not Inconclusive",
+                "on [NaN] the measurement is Successful, not Inconclusive",
+            ],
+        ),
+        # && binds tighter than ||: no data succeeds.
+        (
+            GUARD + "result[0] <= 1.2 || len(result) == 0",
+            GUARD + "result[0] > 1.2",
+            ["on [] the measurement is Successful, not Inconclusive"],
+        ),
+        # !(x > bound) is true for NaN: a NaN ratio would promote.
+        (
+            "len(result) == 1 && !(result[0] > 1.2)",
+            GUARD + "result[0] > 1.2",
+            ["on [NaN] the measurement is Successful, not Inconclusive"],
+        ),
+        (
+            GUARD + "result[0] <= 1.2",
+            "len(result) == 0 || isNaN(result[0])",
+            [
+                "on [] the measurement is Failed, not Inconclusive",
+                "on [NaN] the measurement is Failed, not Inconclusive",
+            ],
+        ),
+        # expr-lang checks types before it runs: a mistyped branch fails even where && skips it.
+        (
+            GUARD + "result[0] <= 1.2",
+            "len(result) == 1 && result[0] == true",
+            [
+                f"on {shown} the measurement is Error: 'len(result) == 1 && result[0] == true': invalid operation: == "
+                "(mismatched types float and bool), not Inconclusive"
+                for shown in ("[]", "[NaN]")
+            ]
+            + [
+                "on [1.0] the measurement is Error: 'len(result) == 1 && result[0] == true': invalid operation: == "
+                "(mismatched types float and bool)"
+            ],
+        ),
+        # With data, a second sample that is not there is an error on every measurement.
+        (
+            GUARD + "result[1] <= 1.2",
+            GUARD + "result[0] > 1.2",
+            [
+                "on [1.0] the measurement is Error: 'len(result) == 1 && !isNaN(result[0]) && result[1] <= 1.2': "
+                "index out of range: 1 (array length is 1)"
+            ],
+        ),
+    ],
+    ids=[
+        "unguarded-index",
+        "success-only",
+        "failure-only",
+        "none",
+        "or-no-data",
+        "negated-nan",
+        "no-data-fails",
+        "mistyped",
+        "second-sample",
+    ],
+)
+def test_conditions_that_decide_on_no_data_are_named_with_the_phase(
+    success: str | None, failure: str | None, problems: list[str]
+) -> None:
+    assert no_data_problems(success, failure) == problems
+
+
+@pytest.mark.parametrize("condition", ["asInt(result[0]) > 1", 'result[0] > "1"', "result[0] ?? 0 > 1"])
+def test_a_condition_outside_the_evaluated_subset_is_refused_as_unproven(condition: str) -> None:
+    (problem,) = no_data_problems(condition, GUARD + "result[0] > 1.2")
+    assert problem.startswith(f"cannot be evaluated here ({condition!r}: ")
+    assert problem.endswith(" is outside the subset), so no data is not shown to be Inconclusive")
 
 
 def test_job_metrics_have_no_conditions_to_guard() -> None:
