@@ -210,7 +210,7 @@ def _hardware_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def _serving_lab_references(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """The lab's server is one of the deployed releases; its perf_analyzer and CUDA runtime match it."""
+    """The lab's server is one of triton.releases; its perf_analyzer and CUDA runtime match it."""
     lab = data["serving_lab"]
     release = lab["triton"]["release"]
     if release not in data["triton"]["releases"]:

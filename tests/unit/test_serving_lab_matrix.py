@@ -1,6 +1,11 @@
-"""The matrix's `serving_lab` section: its shape, its references, and the pip lines it prints."""
+"""The matrix's `serving_lab` section: its shape, its references, and the pip lines it prints; and
+what the lab's Triton release proves of the releases the environments deploy, as the docs say it."""
 
 from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -10,12 +15,89 @@ from platform_matrix.__main__ import main as cli
 from platform_matrix.matrix import parse
 from tests.unit.test_platform_matrix import mutate, raw
 
+ROOT = Path(__file__).resolve().parents[2]
+PULUMI_DIR = ROOT / "pulumi"
+ENVS = sorted(path.name.split(".")[1] for path in PULUMI_DIR.glob("Pulumi.*.yaml"))
+# Where the repository says what the serving lab proves, and the sentence each must carry.
+SUMMARY_DOCS = ("README.md", "tests/serving_lab/README.md")
+# Every file that talks about the lab's release; none may say it runs a deployed release unless one does.
+CLAIM_DOCS = (*SUMMARY_DOCS, "lab_fleet/README.md", "platform_matrix/README.md", "platform_matrix/matrix.yml")
+CLAIM_DOCS += ("platform_matrix/matrix.py",)
+CLAIM = re.compile(r"one of the deployed releases|\bruns? (?:a|the) deployed release", re.IGNORECASE)
 
-def test_the_lab_runs_one_of_the_deployed_releases() -> None:
+
+@pytest.fixture(scope="module")
+def deployed() -> dict[str, str]:
+    """{environment: the Triton release it deploys}, read by the stack's own config reader."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(PULUMI_DIR))
+        config = importlib.import_module("gpu_serving.config")
+        return {env: config.from_stack_file(env).triton.release for env in ENVS}
+
+
+def rendered_release(env: str) -> str:
+    """The release of the Triton image in the Rollout that Argo CD syncs from deploy/serving/<env>/."""
+    matrix = load()
+    (path,) = (ROOT / "deploy/serving" / env / "manifests").glob("*-rollout-triton.yaml")
+    rollout = next(doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc)
+    (image,) = [c["image"] for c in rollout["spec"]["template"]["spec"]["containers"] if c["name"] == "triton"]
+    (release,) = [name for name in matrix.data["triton"]["releases"] if matrix.triton_image(name) == image]
+    return release
+
+
+def summary(deployed: dict[str, str], lab_release: str) -> str:
+    running = sorted(env for env, release in deployed.items() if release == lab_release)
+    where = ", ".join(running) if running else "no environment"
+    return f"The serving lab's tritonserver is release {lab_release}, which {where} deploys"
+
+
+def table(deployed: dict[str, str], lab_release: str) -> list[str]:
+    rows = [f"| {env} | {release} | {'yes' if release == lab_release else 'no'} |" for env, release in deployed.items()]
+    return [f"| environment | Triton release deployed | run by the serving lab ({lab_release}) |", *rows]
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_lab_release_is_in_the_matrix_catalogue_with_its_own_perf_analyzer() -> None:
+    """What the matrix itself checks: a release it knows, not one that an environment deploys."""
     matrix = load()
     lab = matrix.serving_lab
     assert lab["triton"]["release"] in matrix.data["triton"]["releases"]
+    assert (
+        matrix.data["triton"]["releases"][lab["triton"]["release"]]["server_version"] == lab["triton"]["server_version"]
+    )
     assert lab["python_packages"]["tritonclient"] == lab["triton"]["server_version"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_rendered_rollout_runs_the_release_the_stack_config_names(env: str, deployed: dict[str, str]) -> None:
+    assert rendered_release(env) == deployed[env]
+
+
+def test_the_readme_lists_each_environments_release_and_whether_the_lab_runs_it(deployed: dict[str, str]) -> None:
+    lab_release = load().serving_lab["triton"]["release"]
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    expected = table(deployed, lab_release)
+    assert expected[0] in lines, "README.md's serving lab section lacks the table:\n" + "\n".join(expected)
+    start = lines.index(expected[0])
+    assert lines[start + 2 : start + 2 + len(deployed)] == expected[1:], "README.md should say:\n" + "\n".join(expected)
+
+
+@pytest.mark.parametrize("doc", SUMMARY_DOCS)
+def test_the_docs_say_which_environments_deploy_the_lab_release(doc: str, deployed: dict[str, str]) -> None:
+    sentence = summary(deployed, load().serving_lab["triton"]["release"])
+    assert sentence in flat((ROOT / doc).read_text(encoding="utf-8")), f"{doc} should say: {sentence}"
+
+
+@pytest.mark.parametrize("doc", CLAIM_DOCS)
+def test_no_doc_claims_the_lab_runs_a_deployed_release_unless_one_does(doc: str, deployed: dict[str, str]) -> None:
+    lab_release = load().serving_lab["triton"]["release"]
+    claims = [match.group(0) for match in CLAIM.finditer(flat((ROOT / doc).read_text(encoding="utf-8")))]
+    assert not claims or lab_release in deployed.values(), (
+        f"{doc} says {claims}, but the lab runs {lab_release}, which no environment deploys ({deployed})"
+    )
 
 
 @pytest.mark.parametrize(
