@@ -1,4 +1,4 @@
-"""Argo Rollouts AnalysisTemplates of Triton's canary (issue 15), as plain dicts like manifests.py's.
+"""Argo Rollouts AnalysisTemplates of Triton's canary, as plain dicts like manifests.py's.
 
 Three templates, one per question, each usable alone in a Rollout step's `analysis.templates`:
 
@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_serving.analysis_names import ACCURACY_TEMPLATE, ERRORS_TEMPLATE, LATENCY_TEMPLATE
 from gpu_serving.charts import PROMETHEUS_NAME
 from gpu_serving.config import StackConfig
 from gpu_serving.manifests import GRPC_PORT, _labels, _meta
@@ -61,9 +62,6 @@ from monitoring.rules import AVAILABILITY_SLO
 
 Obj = dict[str, Any]
 
-LATENCY_TEMPLATE = "triton-canary-latency"
-ERRORS_TEMPLATE = "triton-canary-errors"
-ACCURACY_TEMPLATE = "triton-canary-accuracy"
 STABLE_SERVICE = "triton-stable"
 CANARY_SERVICE = "triton-canary"
 GOLDEN_SERVICE_ACCOUNT = "canary-golden"

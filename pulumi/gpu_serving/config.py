@@ -17,6 +17,7 @@ import yaml
 
 import platform_matrix
 import pulumi
+from gpu_serving.analysis_names import TEMPLATES
 from gpu_serving.fleet import Fleet, FleetError, load_fleet
 from gpu_serving.quantity import parse_quantity
 
@@ -427,8 +428,6 @@ def _step(reader: _Reader, index: int, item: Any, known_templates: tuple[str, ..
 def _canary(reader: _Reader) -> Canary:
     """The steps, refused unless every weight below 100 is followed by an analysis before the
     next weight or the end (where Argo Rollouts sends 100%), and weights only grow."""
-    from gpu_serving import analysis  # imports this module: resolved at call time
-
     for field in reader.data:
         if field in _RETIRED:
             reader.fail(_RETIRED[field], str(field))
@@ -436,8 +435,7 @@ def _canary(reader: _Reader) -> Canary:
     raw = reader._get("steps", _REQUIRED)
     if not isinstance(raw, list) or not raw:
         reader.fail(f"must be a non-empty list of steps, got {raw!r}", "steps")
-    known = (analysis.LATENCY_TEMPLATE, analysis.ERRORS_TEMPLATE, analysis.ACCURACY_TEMPLATE)
-    steps = tuple(_step(reader, index, item, known) for index, item in enumerate(raw))
+    steps = tuple(_step(reader, index, item, TEMPLATES) for index, item in enumerate(raw))
     unchecked: int | None = None  # index of the last setWeight not yet followed by an analysis
     weight = 0
     for index, step in enumerate(steps):

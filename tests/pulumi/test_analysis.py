@@ -16,14 +16,12 @@ import jsonschema
 import pytest
 import yaml
 from gpu_serving.analysis import (
-    ACCURACY_TEMPLATE,
-    ERRORS_TEMPLATE,
-    LATENCY_TEMPLATE,
     MAX_FAILURE_RATIO,
     MAX_P95_RATIO,
     analysis_templates,
     golden_service_account,
 )
+from gpu_serving.analysis_names import ACCURACY_TEMPLATE, ERRORS_TEMPLATE, LATENCY_TEMPLATE
 from gpu_serving.config import from_stack_file
 
 from serving.canary.analysis import AnalysisRun, MetricResult, assess, duration_seconds, substitute
