@@ -1,6 +1,6 @@
 """Bad input fails before any change on a real lab VM: each case names the variable, and the node stays as it was.
 
-The cases marked `on_vm` in tests/unit/preflight_cases.py: a type caught by the argument specs,
+The cases marked `on_vm` in tests/preflight_cases.py: a type caught by the argument specs,
 a platform matrix rule, and GPUs declared where the real PCI bus shows none. Every case runs
 offline against a recording of this node in tests/unit/test_preflight_refusals.py.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from tests.lab.conftest import LabNode
 from tests.lab.play_report import PlayReport
-from tests.unit.preflight_cases import CASES, BadInput, matrix_variants
+from tests.preflight_cases import CASES, BadInput, matrix_variants
 
 pytestmark = pytest.mark.lab
 

@@ -3,7 +3,7 @@
 The real ansible-playbook runs playbooks/site.yml with the lab inventory's group_vars
 (inventories/lab) against a node that only answers from a recording (tests/unit/recorded_node.py):
 no module runs, and an action that would run a command without one fails. One run holds every
-case of tests/unit/preflight_cases.py: one inventory host per case, its bad input as that host's
+case of tests/preflight_cases.py: one inventory host per case, its bad input as that host's
 variables. A host variable wins over the lab's group_vars and the role defaults, as `-e` does on
 the lab VM; no role vars, play vars or set_fact name a case's variable (one that did would override the host
 variable, not `-e`, and its case would fail here).
@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from tests.lab.play_report import PlayReport, Step
-from tests.unit.preflight_cases import CASES, BadInput, matrix_variants
+from tests.preflight_cases import CASES, BadInput, matrix_variants
 from tests.unit.recorded_node import REPO, run_playbook
 
 LAB_NODE = json.loads((REPO / "tests/unit/compliance/node_records/lab_node_converged.json").read_text())
