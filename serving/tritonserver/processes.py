@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -21,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+import port_for
 
 LOOPBACK = "127.0.0.1"
 
@@ -41,10 +42,13 @@ def sigterm_interrupts() -> Iterator[None]:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing uses right now, chosen at random by port-for among the
+    ports IANA leaves unassigned, outside the kernel's ephemeral range: the source port of an
+    outgoing connection, which the kernel takes from that range, never lands on it before the
+    server binds it (a port that the kernel handed out for binding to port 0 could). Another
+    process choosing the same port meanwhile is still possible: the server then exits saying
+    "already in use", and the caller starts it again on new ports."""
+    return port_for.select_random()
 
 
 def spawn(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
