@@ -1,9 +1,12 @@
 """Run `make test`'s gates one after another and say where the time went.
 
-    python3 -m tests.gates run GATE [GATE ...]   each GATE is a make target; all run, failures included
-    python3 -m tests.gates summary               the table of the last run, from reports/
+    python3 -m tests.gates run GATE [GATE ...] [--beside GATE]   each GATE is a make target; all run,
+                                                               failures included
+    python3 -m tests.gates summary                             the table of the last run, from reports/
 
-Each gate runs as `make GATE`, its output shown and kept in reports/logs/GATE.log. pytest inside it
+Each gate runs as `make GATE`, its output shown and kept in reports/logs/GATE.log. A `--beside` gate
+runs in a second lane, next to the others, once the first gate (the environments) has finished; its
+output goes to its log, whose tail is shown at the end when it fails. pytest inside a gate
 writes reports/junit/GATE.xml (through PYTEST_ADDOPTS), which holds every test's outcome, duration
 and skip reason. The summary is one screen: each gate's wall time and exit status, passed, failed
 and skipped tests, every skip with its reason, and the slowest tests. Standard library only: it
@@ -16,13 +19,16 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports"
@@ -71,29 +77,39 @@ def _record(result: GateResult) -> None:
     path.write_text(json.dumps({"gate": result.gate, "wall_s": round(result.wall_s, 1), "rc": result.rc}))
 
 
-def run_gate(gate: str) -> GateResult:
-    """`make GATE` with its output shown and logged; pytest writes the gate's JUnit report."""
+def _start(gate: str, stdout: int | TextIO) -> subprocess.Popen[str]:
+    """`make GATE`, with pytest told to write the gate's JUnit report."""
     for stale in _junit_paths(gate):
         stale.unlink()
-    (REPORTS / "logs").mkdir(parents=True, exist_ok=True)
-    (REPORTS / "junit").mkdir(parents=True, exist_ok=True)
     junit = REPORTS / "junit" / f"{gate}.xml"
     addopts = " ".join(
         filter(None, [os.environ.get("PYTEST_ADDOPTS", ""), f"--junitxml={shlex.quote(str(junit))}", "--durations=10"])
     )
     env = {**os.environ, "PYTEST_ADDOPTS": addopts}
+    return subprocess.Popen(
+        ["make", "--no-print-directory", gate],
+        cwd=REPO,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+
+
+def _finish(gate: str, started: float, rc: int, ended: float | None = None) -> GateResult:
+    result = GateResult(gate=gate, wall_s=(ended or time.monotonic()) - started, rc=rc)
+    _record(result)
+    print(f"=== gate {gate}: exit {rc} after {result.wall_s:.0f} s", flush=True)
+    return result
+
+
+def run_gate(gate: str) -> GateResult:
+    """`make GATE` with its output shown and logged."""
     print(f"\n=== gate {gate}: make {gate}", flush=True)
     started = time.monotonic()
     with (REPORTS / "logs" / f"{gate}.log").open("w") as log:
-        process = subprocess.Popen(
-            ["make", "--no-print-directory", gate],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-        )
+        process = _start(gate, subprocess.PIPE)
         assert process.stdout is not None
         try:
             for line in process.stdout:
@@ -103,10 +119,46 @@ def run_gate(gate: str) -> GateResult:
         except KeyboardInterrupt:  # make passes the interrupt on to the gate's processes
             rc = process.wait()
             raise
-    result = GateResult(gate=gate, wall_s=time.monotonic() - started, rc=rc)
-    _record(result)
-    print(f"=== gate {gate}: exit {rc} after {result.wall_s:.0f} s", flush=True)
-    return result
+    return _finish(gate, started, rc)
+
+
+class BesideGate:
+    """A gate in the second lane: `make GATE` in the background, its output in its log only."""
+
+    def __init__(self, gate: str) -> None:
+        self.gate = gate
+        self.log_path = REPORTS / "logs" / f"{gate}.log"
+        self.log = self.log_path.open("w")
+        print(f"\n=== gate {gate}: make {gate}, beside the others (log {self.log_path.relative_to(REPO)})", flush=True)
+        self.started = time.monotonic()
+        self.process = _start(gate, self.log)
+        self.finished_at: float | None = None
+        self.ended = threading.Thread(target=self._watch, daemon=True)
+        self.ended.start()
+
+    def _watch(self) -> None:
+        self.process.wait()
+        self.finished_at = time.monotonic()  # its wall time ends with it, not when the first lane looks
+
+    def wait(self) -> GateResult:
+        try:
+            rc = self.process.wait()
+            self.ended.join()
+        finally:
+            self.log.close()
+        if rc != 0:
+            tail = self.log_path.read_text(errors="replace").splitlines()[-150:]
+            print(f"\n=== gate {self.gate} failed; the last lines of its log:\n" + "\n".join(tail), flush=True)
+        return _finish(self.gate, self.started, rc, self.finished_at)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # make passes it on: every fixture's teardown runs
+            try:
+                self.process.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.log.close()
 
 
 def load_results() -> list[GateResult]:
@@ -137,12 +189,13 @@ def summary(results: list[GateResult]) -> str:
             f"{r.gate:<22} {_minutes(r.wall_s):>6} {r.rc:>4} {r.outcomes['passed']:>7} "
             f"{r.outcomes['failed']:>7} {r.outcomes['skipped']:>8}"
         )
-    total = sum(r.wall_s for r in results)
+    run = REPORTS / "gates" / "run.json"
+    total = json.loads(run.read_text())["elapsed_s"] if run.exists() else sum(r.wall_s for r in results)
     counts = Counter[str]()
     for r in results:
         counts.update(r.outcomes)
     lines.append(
-        f"{'total':<22} {_minutes(total):>6} {max((r.rc for r in results), default=0):>4} "
+        f"{'elapsed':<22} {_minutes(total):>6} {max((r.rc for r in results), default=0):>4} "
         f"{counts['passed']:>7} {counts['failed']:>7} {counts['skipped']:>8}"
     )
     skips = [(r.gate, test, reason) for r in results for test, reason in r.skips]
@@ -168,20 +221,35 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run make targets as gates, then print the summary")
     run.add_argument("gates", nargs="+")
+    run.add_argument(
+        "--beside", action="append", default=[], help="a gate for the second lane, started after the first gate"
+    )
     sub.add_parser("summary", help="print the summary of the last run")
     args = parser.parse_args(argv)
     if args.command == "summary":
         print(write_summary(load_results()))
         return 0
-    (REPORTS / "gates").mkdir(parents=True, exist_ok=True)
+    for folder in ("gates", "logs", "junit"):
+        (REPORTS / folder).mkdir(parents=True, exist_ok=True)
     for old in (REPORTS / "gates").glob("*.json"):
         old.unlink()
-    (REPORTS / "gates" / "order.json").write_text(json.dumps(args.gates))
+    (REPORTS / "gates" / "order.json").write_text(json.dumps([*args.gates, *args.beside]))
+    (REPORTS / "gates" / "run.json").unlink(missing_ok=True)
+    started = time.monotonic()
     results = []
+    beside: list[BesideGate] = []
     try:
-        for gate in args.gates:
+        for index, gate in enumerate(args.gates):
             results.append(run_gate(gate))
+            if index == 0:
+                beside = [BesideGate(name) for name in args.beside]
+        results += [lane.wait() for lane in beside]
+        beside = []
+        elapsed = {"elapsed_s": round(time.monotonic() - started, 1)}
+        (REPORTS / "gates" / "run.json").write_text(json.dumps(elapsed))
     finally:
+        for lane in beside:
+            lane.stop()
         print(write_summary(load_results()), flush=True)
     failed = [r.gate for r in results if r.rc != 0]
     if failed:
