@@ -6,10 +6,13 @@ the drift agent (job "drift-agent", its Service's name in pulumi/), evaluates th
 rule file and sends alerts to Alertmanager, which routes them with the project's config.
 Ports are free loopback ports, recorded with the process ids in `<run_dir>/state.json`, so
 `status`, `down` and `reload` work from another process (`scripts/serve-lab`). Logs and data stay under the run dir.
+A port found free can be taken by another process before the server binds it (a parallel test
+worker, an outgoing connection); a server whose log says so is started again on new ports.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -18,17 +21,16 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from platform_matrix import DEFAULT_PATH as MATRIX_PATH
-from platform_matrix import load as load_matrix
-from serving.tritonserver.processes import (
+from model_repo_check.tritonserver.processes import (
     LOOPBACK,
+    ServerError,
     command_of,
     free_port,
     group_members,
@@ -38,7 +40,9 @@ from serving.tritonserver.processes import (
     wait_for,
     wait_ready,
 )
-from serving.tritonserver.server import REPO, TRITON_VENV, TritonProcess
+from model_repo_check.tritonserver.server import REPO, TRITON_VENV, TritonProcess
+from platform_matrix import DEFAULT_PATH as MATRIX_PATH
+from platform_matrix import load as load_matrix
 
 # Scrape and rule-evaluation interval of the lab's Prometheus: short, so tests wait little.
 SCRAPE_INTERVAL_S = 2
@@ -53,6 +57,13 @@ GATEWAY_JOB = "gateway"  # as the gateway's Service and ServiceMonitor name it (
 # Debian package -> its server binary (the lab checks the version of each against the matrix).
 BINARIES = {"prometheus": "prometheus", "prometheus-alertmanager": "prometheus-alertmanager"}
 HEALTH_PATHS = {"tritonserver": "/v2/health/ready", "prometheus": "/-/ready", "alertmanager": "/-/ready"}
+# Starts of one server on fresh ports, when each earlier one failed on a port taken meanwhile.
+PORT_ATTEMPTS = 3
+# How the servers say that a port is taken: Go's "bind: address already in use" (Prometheus,
+# Alertmanager), tritonserver's "Socket '127.0.0.1:PORT' already in use" (HTTP, metrics) and its
+# gRPC server's "Address already in use". Triton exits on a taken HTTP or gRPC port, but serves on
+# without metrics when the metrics port is taken.
+_PORT_TAKEN = re.compile(r"already in use", re.IGNORECASE)
 
 
 class LabError(RuntimeError):
@@ -149,6 +160,25 @@ def _copy(source: Path, target: Path) -> None:
     os.replace(partial, target)
 
 
+def port_taken(log: Path) -> bool:
+    """The server's log says that a port it was given is taken."""
+    return log.is_file() and bool(_PORT_TAKEN.search(log.read_text(errors="replace")))
+
+
+def start_on_free_ports(start: Callable[[], None], log: Path, attempts: int = PORT_ATTEMPTS) -> int:
+    """`start()` (which chooses its ports anew and stops what it started when it fails), again
+    while it fails on a taken port, `attempts` times at most; returns the attempts it took."""
+    for attempt in range(1, attempts):
+        try:
+            start()
+            return attempt
+        except ServerError:
+            if not port_taken(log):
+                raise
+    start()
+    return attempts
+
+
 def _post(url: str) -> None:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=30) as response:
@@ -168,7 +198,6 @@ class ServingLab:
         alertmanager_config: Path = DEFAULT_ALERTMANAGER_CONFIG,
         limiter_target: str | None = None,
         drift_target: str | None = None,
-        gateway_target: str | None = None,
         triton_args: Sequence[str] = (),
         matrix_path: Path = MATRIX_PATH,
     ) -> None:
@@ -177,7 +206,7 @@ class ServingLab:
         self.alertmanager_config = Path(alertmanager_config).resolve()
         self.limiter_target = limiter_target
         self.drift_target = drift_target  # HOST:PORT of a drift agent the caller starts (lab_fleet/drift.py)
-        self.gateway_target = gateway_target  # HOST:PORT of a gateway the caller starts (lab_fleet/gateway.py)
+        self.gateway_target: str | None = None  # HOST:PORT of a gateway the caller starts: scrape_gateway()
         self.matrix_path = Path(matrix_path)
         self.state_file = self.run_dir / "state.json"
         self.triton = TritonProcess(model_repository, self.run_dir / "triton", triton_args)
@@ -239,11 +268,16 @@ class ServingLab:
                 ("prometheus", self._start_prometheus),
             ):
                 began = time.monotonic()
-                start(timeout)
-                self._record(startup_seconds={name: round(time.monotonic() - began, 2)})
+                attempts = start_on_free_ports(functools.partial(start, timeout), self._log(name))
+                self._record(
+                    startup_seconds={name: round(time.monotonic() - began, 2)}, start_attempts={name: attempts}
+                )
         except BaseException:
             self.down()
             raise
+
+    def _log(self, name: str) -> Path:
+        return self.triton.log if name == "tritonserver" else self.run_dir / name / f"{name}.log"
 
     def _start_alertmanager(self, timeout: float) -> None:
         port = free_port()
@@ -255,10 +289,13 @@ class ServingLab:
             f"--web.listen-address={LOOPBACK}:{port}",
             "--cluster.listen-address=",  # no HA gossip port
         ]
-        self._spawn("alertmanager", argv, base / "alertmanager.log", f"http://{LOOPBACK}:{port}", timeout)
+        self._spawn("alertmanager", argv, f"http://{LOOPBACK}:{port}", timeout)
 
     def _start_triton(self, timeout: float) -> None:
         self.triton.start(timeout)
+        if port_taken(self.triton.log):  # ready, but without the metrics port that Prometheus scrapes
+            self.triton.stop()
+            raise ServerError("tritonserver started without a port it was given", self.triton.log)
         self._record(
             processes={"tritonserver": {"pid": self.triton.pid, "executable": self.triton.command()[0]}},
             urls={
@@ -275,15 +312,21 @@ class ServingLab:
                 f"tritonserver reports {server}, {self.matrix_path} serving_lab.triton.server_version is {expected}"
             )
 
-    def _start_prometheus(self, timeout: float) -> None:
-        port = free_port()
+    def _write_prometheus_config(self) -> None:
         base = self.run_dir / "prometheus"
         metrics = self.triton.metrics_url.removeprefix("http://").removesuffix("/metrics")
         alertmanager = self.alertmanager_url.removeprefix("http://")
         config = prometheus_config(
             metrics, alertmanager, base / "rules.yml", self.limiter_target, self.drift_target, self.gateway_target
         )
-        (base / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+        partial = base / "prometheus.yml.partial"
+        partial.write_text(yaml.safe_dump(config, sort_keys=False))
+        partial.replace(base / "prometheus.yml")
+
+    def _start_prometheus(self, timeout: float) -> None:
+        port = free_port()
+        base = self.run_dir / "prometheus"
+        self._write_prometheus_config()
         argv = [
             shutil.which(BINARIES["prometheus"]) or BINARIES["prometheus"],
             f"--config.file={base / 'prometheus.yml'}",
@@ -292,17 +335,31 @@ class ServingLab:
             "--web.enable-lifecycle",
         ]
         url = f"http://{LOOPBACK}:{port}"
-        self._spawn("prometheus", argv, base / "prometheus.log", url, timeout)
+        self._spawn("prometheus", argv, url, timeout)
         wait_for(
             lambda: self._target_health(TRITON_JOB) == "up",
             timeout,
             f"Prometheus at {url} to scrape tritonserver ({self.triton.metrics_url}) successfully",
         )
 
-    def _spawn(self, name: str, argv: list[str], log: Path, url: str, timeout: float) -> None:
-        proc = self._procs[name] = spawn(argv, log)
+    def _spawn(self, name: str, argv: list[str], url: str, timeout: float) -> None:
+        """Start one server and wait until it is ready; a server that is not is stopped again."""
+        proc = self._procs[name] = spawn(argv, self._log(name))
         self._record(processes={name: {"pid": proc.pid, "executable": argv[0]}}, urls={name: url})
-        wait_ready(url + HEALTH_PATHS[name], timeout, name, proc, log)
+        try:
+            wait_ready(url + HEALTH_PATHS[name], timeout, name, proc, self._log(name))
+        except BaseException:
+            stop_group(proc.pid)
+            proc.wait()
+            del self._procs[name]
+            raise
+
+    def scrape_gateway(self, target: str) -> None:
+        """Scrape a gateway started after `up` (on a port of its own choice, so a taken one could
+        be retried) as job gateway: Prometheus reloads its config with that target added."""
+        self.gateway_target = target
+        self._write_prometheus_config()
+        _post(f"{self.prometheus_url}/-/reload")
 
     def _target_health(self, job: str) -> str | None:
         with urllib.request.urlopen(f"{self.prometheus_url}/api/v1/targets?state=active", timeout=5) as response:

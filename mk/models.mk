@@ -4,7 +4,8 @@
 #   make validate-models VALIDATE_FLAGS='--strict --format json'
 #   make validate-models-triton     the real tritonserver 2.51 (release 24.10, .venv-triton) loads
 #                                   each model on this machine and gives its own verdict
-#   make test-models-triton         pytest -m serving_lab tests/model_repository (both engines)
+#   make test-models-triton         pytest -m serving_lab tests/model_repository (both engines); part of
+#                                   the serving-lab gate (make test-serving-lab), runnable alone
 #   make bench-validate             1,000 generated models: rules engine (target < 3 s), triton engine per model
 #   make model-schemas              re-vendor each matrix release's model_config_pb2.py (needs PyPI)
 # The Makefile's own `ENV ?= prod` default does not count: only an ENV given on the command
@@ -23,7 +24,7 @@ validate-models: venv
 validate-models-triton: deps venv .venv-triton/.stamp
 	$(BIN)/python scripts/validate_model_repo model_repository --engine triton $(VALIDATE_FLAGS)
 
-TEST_TARGETS += test-models-triton
+# Not a gate of its own: make test-serving-lab runs these tests with the rest of the serving lab.
 test-models-triton: deps venv .venv-triton/.stamp
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m serving_lab tests/model_repository
 

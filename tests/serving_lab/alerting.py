@@ -1,5 +1,6 @@
-"""Helpers of the alerting proofs: the rule file read as data, a local webhook receiver, a
-test copy of the Alertmanager config that delivers to it, and a watch on Alertmanager's alerts."""
+"""Helpers of the alerting proofs: the rule file read as data, the lab's copy of it with some
+alerts' `for` shortened (one derived value, checked), a local webhook receiver, a test copy of the
+Alertmanager config that delivers to it, and a watch on Alertmanager's alerts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,7 +18,13 @@ from typing import Any
 
 import yaml
 
-from serving.tritonserver.processes import LOOPBACK
+from model_repo_check.tritonserver.processes import LOOPBACK
+
+# A `for` shortened in the lab spans this many rule evaluations: the alert stays pending over
+# several evaluations before it fires, so the lab still sees `for` hold it back (never firing
+# sooner than `for` after its condition began), and waits seconds where the project's `for` is
+# minutes. The project's own `for` values are proven by promtool (monitoring/tests/).
+LAB_FOR_EVALUATIONS = 10
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
@@ -35,6 +42,58 @@ def seconds(duration: str | None) -> float:
 def alerting_rules(rule_file: Path) -> list[dict[str, Any]]:
     groups = yaml.safe_load(rule_file.read_text())["groups"]
     return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def lab_for(evaluation_interval_s: float) -> str:
+    """The `for` of a shortened alert in the lab's rule file: LAB_FOR_EVALUATIONS evaluations."""
+    return f"{LAB_FOR_EVALUATIONS * evaluation_interval_s:g}s"
+
+
+def rule_index(rule_file: Path, rule: Mapping[str, Any]) -> int:
+    """The position of `rule` among the file's alerting rules (several rules may share a name)."""
+    rules = alerting_rules(rule_file)
+    if rules.count(rule) != 1:
+        raise AssertionError(f"{rule_file}: {rules.count(rule)} alerting rules equal to {rule.get('alert')}")
+    return rules.index(rule)
+
+
+def shorten_fors(project: str, shortened: Collection[int], lab_value: str) -> str:
+    """The project's rule file (its text) with the `for` line of each alerting rule at an index in
+    `shortened` (alerting_rules order) set to `lab_value`, edited as text so that every other byte
+    stays as generated."""
+    lines = project.splitlines(keepends=True)
+    starts = [index for index, line in enumerate(lines) if line.lstrip().startswith("- alert: ")]
+    for index in shortened:
+        start = starts[index]
+        keys = " " * (len(lines[start]) - len(lines[start].lstrip()) + 2)  # the indentation of the rule's keys
+        end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(keys)), len(lines))
+        fors = [i for i in range(start + 1, end) if lines[i].startswith(f"{keys}for: ")]
+        if len(fors) != 1:
+            raise AssertionError(f"alerting rule {index} ({lines[start].strip()}) has {len(fors)} `for` lines")
+        lines[fors[0]] = f"{keys}for: {lab_value}\n"
+    return "".join(lines)
+
+
+def check_shortened(
+    project: str, lab: str, shortened: Collection[int], lab_value: str, evaluation_interval_s: float
+) -> None:
+    """The lab's rule file is the project's but for the `for` of the alerting rules at `shortened`:
+    one changed line each, `lab_value`, shorter than the project's `for` and at least
+    LAB_FOR_EVALUATIONS evaluations long. Expression, labels, annotations and every other rule are
+    the project's."""
+    assert seconds(lab_value) >= LAB_FOR_EVALUATIONS * evaluation_interval_s, (lab_value, evaluation_interval_s)
+    project_lines, lab_lines = project.splitlines(), lab.splitlines()
+    assert len(lab_lines) == len(project_lines)
+    changed = [new for old, new in zip(project_lines, lab_lines, strict=True) if old != new]
+    assert [line.strip() for line in changed] == [f"for: {lab_value}"] * len(shortened), changed
+    project_data, lab_data = yaml.safe_load(project), yaml.safe_load(lab)
+    lab_rules = [rule for group in lab_data["groups"] for rule in group["rules"] if "alert" in rule]
+    project_rules = [rule for group in project_data["groups"] for rule in group["rules"] if "alert" in rule]
+    for index in shortened:
+        assert lab_rules[index]["for"] == lab_value, lab_rules[index]
+        assert seconds(lab_value) < seconds(project_rules[index].get("for")), project_rules[index]
+        lab_rules[index]["for"] = project_rules[index]["for"]
+    assert lab_data == project_data
 
 
 def _selectors(expr: str) -> set[str]:

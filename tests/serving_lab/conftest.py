@@ -1,6 +1,15 @@
 """Fixtures of the serving lab suite: one lab (Triton, Prometheus, Alertmanager) per session on
-the repository's model_repository, its gateway (started on demand, scraped from the start),
-always torn down, and perf_analyzer load on demand."""
+the repository's model_repository, its gateway (started on demand, then scraped),
+always torn down, and perf_analyzer load on demand; and the gate's schedule on two workers.
+
+`make test-serving-lab` runs every serving_lab test (this folder, tests/model_repository,
+tests/release) in one pytest run on two xdist workers with `--dist loadgroup`. Each module is
+one unit of that schedule, so the servers its module fixtures start are started once, on one
+worker. The modules that share the session lab, load the CPU (perf_analyzer, image builds,
+thousands of model loads) or measure time (latency ratios, a probe period) form one serial unit
+instead: one session lab, and never two of them at once. The other modules only wait on
+servers of their own (scrapes, `for` durations, group_wait) and run beside it.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +19,35 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from lab_fleet.gateway import GatewayProcess
-from lab_fleet.serving import ServingLab
-from serving.tritonserver.processes import LOOPBACK, free_port
+from lab_fleet.serving import ServingLab, start_on_free_ports
+from model_repo_check.tritonserver.processes import LOOPBACK
 from tests.serving_lab.clients import drive_load
 
+SERIAL_GROUP = "serial"
+# Modules in the serial unit besides those that use the session lab: they load the CPU or measure time.
+SERIAL = {
+    "tests/serving_lab/test_canary.py",  # P95 latency ratios of two tritonservers under load
+    "tests/serving_lab/test_queue_policy.py",  # 64 requests at once against a queue of 2
+    "tests/model_repository/test_triton_engine.py",  # the corpus loaded into tritonserver
+    "tests/model_repository/test_differential.py",  # 2,500 generated configs loaded into tritonserver
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every serving_lab test without a group of its own gets its module's, or the serial one."""
+    lab = [item for item in items if item.get_closest_marker("serving_lab")]
+    shares_the_session_lab = {item.nodeid.split("::")[0] for item in lab if "serving_lab" in item.fixturenames}
+    for item in lab:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        module = item.nodeid.split("::")[0]
+        serial = module in SERIAL or module in shares_the_session_lab
+        item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP if serial else module))
+
 
 @pytest.fixture(scope="session")
-def gateway_port() -> int:
-    """The port of the session lab's gateway, known before the lab's Prometheus is configured."""
-    return free_port()
-
-
-@pytest.fixture(scope="session")
-def serving_lab(tmp_path_factory: pytest.TempPathFactory, gateway_port: int) -> Iterator[ServingLab]:
-    lab = ServingLab(tmp_path_factory.mktemp("serving-lab"), gateway_target=f"{LOOPBACK}:{gateway_port}")
+def serving_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingLab]:
+    lab = ServingLab(tmp_path_factory.mktemp("serving-lab"))
     try:
         lab.up()
         yield lab
@@ -32,12 +56,14 @@ def serving_lab(tmp_path_factory: pytest.TempPathFactory, gateway_port: int) -> 
 
 
 @pytest.fixture(scope="session")
-def lab_gateway(
-    serving_lab: ServingLab, gateway_port: int, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    """The gateway in front of the session lab's Triton, scraped by its Prometheus (job gateway)."""
-    with GatewayProcess(serving_lab.triton.grpc_url, tmp_path_factory.mktemp("lab-gateway"), port=gateway_port) as gw:
-        yield gw
+def lab_gateway(serving_lab: ServingLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """The gateway in front of the session lab's Triton (on a port chosen as it starts, again when
+    that one was taken meanwhile), then scraped by the lab's Prometheus (job gateway)."""
+    gateway = GatewayProcess(serving_lab.triton.grpc_url, tmp_path_factory.mktemp("lab-gateway"))
+    start_on_free_ports(gateway.start, gateway.log)
+    with gateway:
+        serving_lab.scrape_gateway(f"{LOOPBACK}:{gateway.port}")
+        yield gateway
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,12 @@ Two labs run side by side so that the waits overlap: one serves model_repository
 whose backend raises (tests/serving_lab/models) under a steady stream of requests, the other has
 its tritonserver stopped. Both Alertmanagers run a copy of monitoring/alertmanager.yml whose
 webhook URLs point at a receiver in this process (routes, grouping and inhibitions unchanged).
-Alert names and `for` durations are read from monitoring/generated/rules.yml.
+Alert names and `for` durations are read from monitoring/generated/rules.yml. Both labs load it
+with the `for` of the two alerts awaited here (the quickest Triton-down and error-ratio rules, 1m
+and 2m there) set to LAB_FOR, ten rule evaluations, by the rule that test_drift.py follows
+(tests/serving_lab/alerting.py: one line each changed, everything else checked byte for byte);
+promtool proves the project's `for` values (monitoring/tests/), the lab that the alerts wait
+their `for` out, then fire and are routed.
 """
 
 from __future__ import annotations
@@ -23,16 +28,20 @@ import yaml
 from tritonclient.utils import InferenceServerException
 
 from lab_fleet.serving import DEFAULT_ALERTMANAGER_CONFIG, DEFAULT_RULES, SCRAPE_INTERVAL_S, ServingLab
-from serving.tritonserver.processes import wait_for
-from serving.tritonserver.server import TritonProcess
+from model_repo_check.tritonserver.processes import wait_for
+from model_repo_check.tritonserver.server import TritonProcess
 from tests.serving_lab.alerting import (
     WebhookReceiver,
     alerting_rules,
+    check_shortened,
     error_ratio_rule,
     first_seen,
+    lab_for,
     post_alerts,
     redirect_webhooks,
+    rule_index,
     seconds,
+    shorten_fors,
     triton_down_rule,
 )
 
@@ -44,6 +53,10 @@ FAILING_MODEL = "always-fails"
 SLACK_S = 1.0
 CONFIG = yaml.safe_load(DEFAULT_ALERTMANAGER_CONFIG.read_text())
 GROUP_WAIT_S = seconds(CONFIG["route"].get("group_wait", "30s"))
+# The alerts these tests wait for (their index among the alerting rules) and their lab `for`: 20 s.
+DOWN = rule_index(DEFAULT_RULES, triton_down_rule(DEFAULT_RULES))
+ERROR = rule_index(DEFAULT_RULES, error_ratio_rule(DEFAULT_RULES))
+LAB_FOR = lab_for(SCRAPE_INTERVAL_S)
 
 
 class FailingRequests:
@@ -76,6 +89,7 @@ class FailingRequests:
 
 @dataclass
 class Labs:
+    rules: Path  # the labs' rule file: the project's, the `for` of DOWN and ERROR set to LAB_FOR
     webhook: WebhookReceiver
     failing: ServingLab  # serves the failing model, under FailingRequests since `errors_from`
     errors_from: float
@@ -87,21 +101,25 @@ class Labs:
     down_seen: dict[str, float]
 
 
-def _lab(run_dir: Path, webhook: WebhookReceiver, name: str, **kwargs: object) -> ServingLab:
+def _lab(run_dir: Path, rules: Path, webhook: WebhookReceiver, name: str, **kwargs: object) -> ServingLab:
     run_dir.mkdir(parents=True)
     config = run_dir / "alertmanager-webhooks.yml"
     redirect_webhooks(DEFAULT_ALERTMANAGER_CONFIG, config, f"{webhook.url}/{name}")
-    return ServingLab(run_dir / "run", alertmanager_config=config, **kwargs)
+    return ServingLab(run_dir / "run", rules=rules, alertmanager_config=config, **kwargs)
 
 
 @pytest.fixture(scope="module")
 def labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Labs]:
     tmp = tmp_path_factory.mktemp("alerting")
-    error_alert = error_ratio_rule(DEFAULT_RULES)["alert"]
-    down_alert = triton_down_rule(DEFAULT_RULES)["alert"]
+    rules = tmp / "rules.yml"
+    project = DEFAULT_RULES.read_text()
+    rules.write_text(shorten_fors(project, [DOWN, ERROR], LAB_FOR))
+    check_shortened(project, rules.read_text(), [DOWN, ERROR], LAB_FOR, SCRAPE_INTERVAL_S)
+    error_alert = alerting_rules(rules)[ERROR]["alert"]
+    down_alert = alerting_rules(rules)[DOWN]["alert"]
     with WebhookReceiver() as webhook:
-        failing = _lab(tmp / "failing", webhook, "failing", triton_args=[f"--model-repository={TEST_MODELS}"])
-        stopped = _lab(tmp / "stopped", webhook, "stopped")
+        failing = _lab(tmp / "failing", rules, webhook, "failing", triton_args=[f"--model-repository={TEST_MODELS}"])
+        stopped = _lab(tmp / "stopped", rules, webhook, "stopped")
         try:
             failing.up()
             with (
@@ -114,10 +132,20 @@ def labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Labs]:
                     term = time.monotonic()
                     stopped.triton.stop()
                     gone = time.monotonic()
-                    yield Labs(webhook, failing, errors_from, requests, error_seen, stopped, term, gone, down_seen)
+                    yield Labs(
+                        rules, webhook, failing, errors_from, requests, error_seen, stopped, term, gone, down_seen
+                    )
         finally:
             stopped.down()
             failing.down()
+
+
+def test_the_labs_rule_file_is_the_projects_but_for_the_awaited_alerts_for() -> None:
+    """Only the `for` of the two awaited alerts is shortened, to ten evaluations: the lab proves
+    their real expression, labels, annotations and routes, promtool their real `for`."""
+    project = DEFAULT_RULES.read_text()
+    assert DOWN != ERROR
+    check_shortened(project, shorten_fors(project, [DOWN, ERROR], LAB_FOR), [DOWN, ERROR], LAB_FOR, SCRAPE_INTERVAL_S)
 
 
 def test_routes_deliver_every_alert_of_the_rule_file_to_its_severitys_receiver(labs: Labs) -> None:
@@ -146,15 +174,18 @@ def test_routes_deliver_every_alert_of_the_rule_file_to_its_severitys_receiver(l
 
 
 def test_stopping_triton_fires_the_triton_down_alert_in_time(labs: Labs) -> None:
-    rule = triton_down_rule(DEFAULT_RULES)
-    bound = seconds(rule.get("for")) + 2 * SCRAPE_INTERVAL_S
+    """Not before its `for` has passed since tritonserver exited (the `for` holds it back), and
+    within that `for` plus two scrape intervals (the scrape that sees it down, an evaluation)."""
+    rule = alerting_rules(labs.rules)[DOWN]
+    for_s = seconds(rule.get("for"))
+    bound = for_s + 2 * SCRAPE_INTERVAL_S
     wait_for(lambda: "at" in labs.down_seen, labs.gone + bound + 30 - time.monotonic(), f"{rule['alert']} firing")
     after_exit = labs.down_seen["at"] - labs.gone
     print(
         f"{rule['alert']} at Alertmanager {after_exit:.1f} s after tritonserver exited "
         f"({labs.down_seen['at'] - labs.term:.1f} s after SIGTERM); bound for + 2 scrapes = {bound:g} s"
     )
-    assert after_exit <= bound + SLACK_S
+    assert for_s <= after_exit <= bound + SLACK_S
     severity = rule["labels"]["severity"]
     wait_for(
         lambda: labs.webhook.receivers_of("/stopped", alertname=rule["alert"]) == {severity},
@@ -164,14 +195,15 @@ def test_stopping_triton_fires_the_triton_down_alert_in_time(labs: Labs) -> None
 
 
 def test_a_failing_model_fires_the_error_ratio_alert(labs: Labs) -> None:
-    rule = error_ratio_rule(DEFAULT_RULES)
+    rule = alerting_rules(labs.rules)[ERROR]
+    for_s = seconds(rule.get("for"))
     # Two scrapes before rate() has a value, one evaluation of the recording rule, one of the alert.
-    bound = seconds(rule.get("for")) + 4 * SCRAPE_INTERVAL_S
+    bound = for_s + 4 * SCRAPE_INTERVAL_S
     wait_for(lambda: "at" in labs.error_seen, labs.errors_from + bound + 30 - time.monotonic(), f"{rule['alert']}")
     after_errors = labs.error_seen["at"] - labs.errors_from
     print(f"{rule['alert']} at Alertmanager {after_errors:.1f} s after the failing requests began; bound {bound:g} s")
     assert labs.requests.errors > 0
-    assert after_errors <= bound + SLACK_S
+    assert for_s <= after_errors <= bound + SLACK_S
     severity = rule["labels"]["severity"]
     wait_for(
         lambda: labs.webhook.receivers_of("/failing", alertname=rule["alert"], model=FAILING_MODEL) == {severity},

@@ -13,9 +13,10 @@ alertmanager.yml; its webhook URLs point at a receiver in this process, routes, 
   severity names (ticket), with the model's label.
 
 The lab's Prometheus loads monitoring/generated/rules.yml with one line changed: the `for` of
-ModelInputDrift, 15m there, is LAB_FOR here, so that the alert fires within the test
-(`_lab_rules` edits that line as text, `_check_lab_rules` asserts that nothing else differs:
-expression, labels, annotations, every other rule byte for byte). The real `for` is proven by
+ModelInputDrift, 15m there, is LAB_FOR here (ten rule evaluations, the rule of
+tests/serving_lab/alerting.py that test_alerting.py follows too), so that the alert fires within
+the test (`shorten_fors` edits that line as text, `check_shortened` asserts that nothing else
+differs: expression, labels, annotations, every other rule byte for byte). The real `for` is proven by
 promtool (monitoring/tests/drift_alerts.yml: pending turns firing after exactly 15 minutes);
 this lab proves the real expression, labels and routing end to end.
 The agent evaluates every 2 s here (its --interval; 30 s by default).
@@ -50,12 +51,22 @@ from lab_fleet.serving import (
     SCRAPE_INTERVAL_S,
     ServingLab,
 )
+from model_repo_check.tritonserver.processes import free_port, http_ok, wait_for
+from model_repo_check.tritonserver.server import REPO
 from serving.drift.build_reference import unshifted_inputs
 from serving.drift.reference import REFERENCE_FILE
 from serving.drift.settings import DRIFT_SHARE, WINDOW
-from serving.tritonserver.processes import free_port, http_ok, wait_for
-from serving.tritonserver.server import REPO
-from tests.serving_lab.alerting import WebhookReceiver, active_alerts, alerting_rules, redirect_webhooks, seconds
+from tests.serving_lab.alerting import (
+    WebhookReceiver,
+    active_alerts,
+    alerting_rules,
+    check_shortened,
+    lab_for,
+    redirect_webhooks,
+    rule_index,
+    seconds,
+    shorten_fors,
+)
 
 pytestmark = pytest.mark.serving_lab
 
@@ -64,8 +75,8 @@ ALERT = "ModelInputDrift"
 AGENT_INTERVAL_S = 2
 # One agent round (two Evidently runs on this 2-core machine), a scrape, a rule evaluation.
 SETTLE_S = 60
-# The `for` of ALERT in the lab's rule file (see the module's docstring).
-LAB_FOR = "20s"
+# The `for` of ALERT in the lab's rule file (see the module's docstring): 20 s.
+LAB_FOR = lab_for(SCRAPE_INTERVAL_S)
 # The project's Alertmanager waits this long before a new group's first notification.
 GROUP_WAIT_S = seconds(yaml.safe_load(DEFAULT_ALERTMANAGER_CONFIG.read_text())["route"].get("group_wait", "30s"))
 WEBHOOK_PREFIX = "/drift"
@@ -86,36 +97,18 @@ class Feed:
     evaluated: float  # time.time() when Prometheus had an evaluation of every window with all of them
 
 
+def _drift_rule_index() -> int:
+    [rule] = [rule for rule in alerting_rules(DEFAULT_RULES) if rule["alert"] == ALERT]
+    return rule_index(DEFAULT_RULES, rule)
+
+
 def _lab_rules(project: str) -> str:
-    """The project's rule file with the `for` line of ALERT set to LAB_FOR, edited as text so that
-    every other byte stays as generated."""
-    lines = project.splitlines(keepends=True)
-    starts = [index for index, line in enumerate(lines) if line.strip() == f"- alert: {ALERT}"]
-    if len(starts) != 1:
-        raise AssertionError(f"{DEFAULT_RULES}: {len(starts)} rules named {ALERT}, expected one")
-    start = starts[0]
-    keys = " " * (len(lines[start]) - len(lines[start].lstrip()) + 2)  # the indentation of the rule's keys
-    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(keys)), len(lines))
-    fors = [i for i in range(start + 1, end) if lines[i].startswith(f"{keys}for: ")]
-    if len(fors) != 1:
-        raise AssertionError(f"{DEFAULT_RULES}: {ALERT} has {len(fors)} `for` lines, expected one")
-    lines[fors[0]] = f"{keys}for: {LAB_FOR}\n"
-    return "".join(lines)
+    """The project's rule file with the `for` of ALERT set to LAB_FOR (tests/serving_lab/alerting.py)."""
+    return shorten_fors(project, [_drift_rule_index()], LAB_FOR)
 
 
 def _check_lab_rules(project: str, lab: str) -> None:
-    """The lab's rule file differs from the project's in one line, and that line is the `for` of
-    ALERT, shortened: expression, labels, annotations and every other rule are the project's."""
-    project_lines, lab_lines = project.splitlines(), lab.splitlines()
-    assert len(lab_lines) == len(project_lines)
-    changed = [(old, new) for old, new in zip(project_lines, lab_lines, strict=True) if old != new]
-    assert len(changed) == 1, changed
-    project_data, lab_data = yaml.safe_load(project), yaml.safe_load(lab)
-    [rule] = [rule for group in lab_data["groups"] for rule in group["rules"] if rule.get("alert") == ALERT]
-    [real] = [rule for group in project_data["groups"] for rule in group["rules"] if rule.get("alert") == ALERT]
-    assert rule["for"] == LAB_FOR and seconds(LAB_FOR) < seconds(real["for"])
-    rule["for"] = real["for"]
-    assert lab_data == project_data
+    check_shortened(project, lab, [_drift_rule_index()], LAB_FOR, SCRAPE_INTERVAL_S)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ import pytest
 
 from lab_fleet import serving
 from lab_fleet.serving import LIMITER_JOB, SCRAPE_INTERVAL_S, TRITON_JOB, ServingLab
-from serving.tritonserver.processes import (
+from model_repo_check.tritonserver import server
+from model_repo_check.tritonserver.processes import (
     LOOPBACK,
     ServerError,
     command_of,
@@ -137,19 +138,49 @@ def test_a_broken_model_repository_fails_up_with_tritons_reason_and_stops_alertm
         lab.down()  # has work to do only when `up` wrongly succeeded or left a process
 
 
-def test_a_taken_port_fails_up_naming_prometheus_and_stops_what_had_started(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextmanager
+def taken_port() -> Iterator[int]:
+    """A loopback port that a socket listens on until the block ends."""
     with socket.socket() as taken:
         taken.bind((LOOPBACK, 0))
         taken.listen()
-        ports = iter([free_port(), taken.getsockname()[1]])  # Alertmanager's, then Prometheus'
+        yield taken.getsockname()[1]
+
+
+def test_ports_taken_before_the_servers_bind_them_are_retried_on_new_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """free_port() found a port free, another process took it before the server bound it: Triton
+    (its metrics port: it would serve on without metrics) and Prometheus say so in their logs,
+    and `up` starts each again on new ports."""
+    with taken_port() as taken:
+        ours = iter([free_port(), taken])  # Alertmanager's, then Prometheus' first
+        monkeypatch.setattr(serving, "free_port", lambda: next(ours, None) or free_port())
+        triton = iter([free_port(), free_port(), taken])  # http, grpc, then metrics of the first start
+        monkeypatch.setattr(server, "free_port", lambda: next(triton, None) or free_port())
+        lab = ServingLab(tmp_path / "lab")
+        try:
+            lab.up(timeout=60)
+            assert lab.state()["start_attempts"] == {"alertmanager": 1, "tritonserver": 2, "prometheus": 2}
+            assert taken not in (lab.triton.ports["metrics"], int(lab.prometheus_url.rsplit(":", 1)[1]))
+            assert all(entry["healthy"] for entry in lab.status().values()), lab.status()
+        finally:
+            lab.down()
+    assert started_pids(tmp_path / "lab") == []
+
+
+def test_a_port_taken_at_every_attempt_fails_up_naming_prometheus_and_stops_what_had_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with taken_port() as taken:
+        ports = iter([free_port(), *[taken] * serving.PORT_ATTEMPTS])  # Alertmanager's, then Prometheus' every time
         monkeypatch.setattr(serving, "free_port", lambda: next(ports))
         lab = ServingLab(tmp_path / "lab")
         try:
             with pytest.raises(ServerError, match="prometheus") as caught:
                 lab.up(timeout=60)
             assert "address already in use" in str(caught.value)
+            assert next(ports, None) is None  # every attempt was made
             assert lab.state() == {}
             assert started_pids(tmp_path / "lab") == []
         finally:
