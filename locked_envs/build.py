@@ -21,7 +21,7 @@ from locked_envs.catalog import UV_LOCK, NpmTree, PythonEnv
 from locked_envs.lockfile import TARGET_PYTHON, Lock, LockError, stale_inputs
 
 # Part of every key: a change of how an environment is built builds it anew.
-PYTHON_RECIPE = b"python -m venv; uv pip install --require-hashes --compile-bytecode -r LOCK [--no-deps]"
+PYTHON_RECIPE = b"python -m venv; uv pip install --require-hashes -r LOCK [--no-deps]"
 UV_RECIPE = b"python -m venv; pip install --require-hashes --no-deps --only-binary :all: -r LOCK"
 NPM_RECIPE = b"cp FILES; npm ci --ignore-scripts"
 
@@ -76,7 +76,7 @@ def python_env(root: Path, env: PythonEnv, python: str) -> Path:
         run([python, "-m", "venv", str(tree)])
         for lock in env.locks:
             install = [str(uv), "pip", "install", "--quiet", "--python", str(tree / "bin" / "python")]
-            install += ["--require-hashes", "--compile-bytecode", "-r", str(root / lock.path)]
+            install += ["--require-hashes", "-r", str(root / lock.path)]
             run([*install, "--no-deps"] if lock.no_deps else install)
 
     _timed(f"{env.link} ({', '.join(lock.path for lock in env.locks)})", path, build)
