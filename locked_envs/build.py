@@ -8,12 +8,15 @@ tree: `npm ci` (which checks package-lock.json's integrity hashes) beside the fo
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shlex
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from locked_envs import cache
@@ -21,13 +24,21 @@ from locked_envs.catalog import UV_LOCK, NpmTree, PythonEnv
 from locked_envs.lockfile import TARGET_PYTHON, Lock, LockError, stale_inputs
 
 # Part of every key: a change of how an environment is built builds it anew.
-PYTHON_RECIPE = b"python -m venv; uv pip install --require-hashes -r LOCK [--no-deps]"
+PYTHON_RECIPE = b"python -m venv; uv pip install --require-hashes -r LOCK [--no-deps]; .stamp"
 UV_RECIPE = b"python -m venv; pip install --require-hashes --no-deps --only-binary :all: -r LOCK"
-NPM_RECIPE = b"cp FILES; npm ci --ignore-scripts"
+NPM_RECIPE = b"cp FILES; npm ci --ignore-scripts; .stamp"
+# The last file of a build, as the make targets (`make .venv-triton/.stamp`) name it; readers such
+# as serving/tritonserver take it for a whole environment.
+STAMP = ".stamp"
+PROBE = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.version); print(sys.base_prefix)"
 
 
 def check(root: Path, locks: list[Lock]) -> None:
-    problems = [line for lock in locks for line in stale_inputs(root, lock)]
+    """Raise LockError naming every input changed since its lock was compiled. The locks are read
+    side by side: a generated input waits on its own Python."""
+    with ThreadPoolExecutor() as pool:
+        stale = list(pool.map(lambda lock: stale_inputs(root, lock), locks))
+    problems = [line for lines in stale for line in lines]
     if problems:
         raise LockError("\n".join(problems))
 
@@ -35,11 +46,15 @@ def check(root: Path, locks: list[Lock]) -> None:
 def interpreter(python: str) -> bytes:
     """What of the interpreter decides an environment: its version and installation. It must be
     the Python the locks are compiled for."""
-    probe = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.version); print(sys.base_prefix)"
-    try:
-        found = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as error:
-        raise LockError(f"cannot run the Python {python}: {error}") from error
+    if python == sys.executable:  # the same probe, without starting the interpreter again
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            exec(PROBE)
+        found = out.getvalue()
+    else:
+        try:
+            found = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as error:
+            raise LockError(f"cannot run the Python {python}: {error}") from error
     version = found.splitlines()[0]
     if version != TARGET_PYTHON:
         raise LockError(f"{python} is Python {version}; the locks are compiled for Python {TARGET_PYTHON}")
@@ -66,18 +81,19 @@ def uv_binary(root: Path, checked: bool = True) -> Path:
 
 def python_env(root: Path, env: PythonEnv, python: str) -> Path:
     """The environment `env` for this interpreter, built if missing, and linked at env.link."""
-    check(root, list(env.locks))
-    uv = uv_binary(root)
+    check(root, [UV_LOCK, *env.locks])
     locks = [root / lock.path for lock in env.locks]
     parts = [PYTHON_RECIPE, interpreter(python), *(lock.read_bytes() for lock in locks)]
     path = cache.cache_dir() / f"{Path(env.link).name.lstrip('.')}-{cache.key(*parts)}"
 
     def build(tree: Path) -> None:
+        uv = uv_binary(root, checked=False)  # checked above
         run([python, "-m", "venv", str(tree)])
         for lock in env.locks:
             install = [str(uv), "pip", "install", "--quiet", "--python", str(tree / "bin" / "python")]
             install += ["--require-hashes", "-r", str(root / lock.path)]
             run([*install, "--no-deps"] if lock.no_deps else install)
+        (tree / STAMP).touch()
 
     _timed(f"{env.link} ({', '.join(lock.path for lock in env.locks)})", path, build)
     _link(root, env.link, path)
@@ -96,6 +112,7 @@ def npm_tree(root: Path, tree: NpmTree) -> Path:
             shutil.copy2(file, folder / file.name)
         npm = ["npm", "ci", "--prefix", str(folder), "--ignore-scripts", "--no-audit", "--no-fund"]
         run([*npm, "--loglevel=error"])
+        (folder / STAMP).touch()
 
     _timed(f"{tree.link} ({tree.folder}/package-lock.json)", path, build)
     _link(root, tree.link, path)
