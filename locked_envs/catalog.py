@@ -47,11 +47,17 @@ PYTHON_ENVS = {
             (
                 Lock(
                     "requirements-triton.lock",
-                    CommandSource("platform_matrix/matrix.yml (serving_lab.python_packages)", SERVING_LAB_PINS),
+                    CommandSource(
+                        "platform_matrix/matrix.yml (serving_lab.python_packages)", SERVING_LAB_PINS, "platform_matrix"
+                    ),
                 ),
                 Lock(
                     "requirements-triton-no-deps.lock",
-                    CommandSource("platform_matrix/matrix.yml (serving_lab.triton)", (*SERVING_LAB_PINS, "--no-deps")),
+                    CommandSource(
+                        "platform_matrix/matrix.yml (serving_lab.triton)",
+                        (*SERVING_LAB_PINS, "--no-deps"),
+                        "platform_matrix",
+                    ),
                     no_deps=True,
                 ),
             ),

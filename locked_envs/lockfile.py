@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from locked_envs import cache
+
 TARGET_PYTHON = "3.11"  # Debian 12's Python, the one every environment runs on
 TARGET_PLATFORM = "x86_64-manylinux_2_36"  # Debian 12 on x86_64 (glibc 2.36)
 HEADER = (
@@ -47,20 +49,33 @@ class RequirementsSource:
 @dataclass(frozen=True)
 class CommandSource:
     """Requirement lines printed by a module of this repository, run with the Python of the venv
-    `venv` (platform_matrix needs PyYAML); `label` names what the lines come from in messages."""
+    `venv` (platform_matrix needs PyYAML); `label` names what the lines come from in messages.
+
+    The lines depend only on the files of the folder `reads` and on that venv, so they are kept
+    in the cache under a hash of both: an unchanged matrix costs no Python start."""
 
     label: str
     argv: tuple[str, ...]  # after `python`
+    reads: str  # the folder whose files the command reads, relative to the repository root
     venv: str = ".venv"
 
     def text(self, root: Path) -> str:
         python = f"{self.venv}/bin/python"
         if not (root / python).exists():
             raise LockError(f"{self.label} is read by {python}, which is missing: run `make venv` first")
-        argv = [str(root / python), *self.argv]
-        run = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=False)
+        files = sorted(path for path in (root / self.reads).rglob("*") if path.is_file() and path.suffix != ".pyc")
+        parts = [os.path.realpath(root / self.venv).encode(), *map(str.encode, self.argv)]
+        parts += [part for path in files for part in (path.relative_to(root).as_posix().encode(), path.read_bytes())]
+        kept = cache.cache_dir() / "inputs" / cache.key(*parts)
+        if kept.exists():
+            return kept.read_text()
+        run = subprocess.run([str(root / python), *self.argv], cwd=root, capture_output=True, text=True, check=False)
         if run.returncode != 0:
             raise LockError(f"`{shlex.join([python, *self.argv])}` failed: {run.stderr.strip()}")
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        staged = kept.with_name(f"{kept.name}.{os.getpid()}")
+        staged.write_text(run.stdout)
+        os.replace(staged, kept)
         return run.stdout
 
     def inputs(self, root: Path) -> dict[str, str]:

@@ -43,7 +43,7 @@ def test_each_lock_pins_every_distribution_with_hashes():
 
 
 def test_a_changed_requirements_file_fails_the_build_naming_it(tmp_path):
-    _copy(tmp_path, "requirements-s3.txt", "requirements-s3.lock")
+    _copy(tmp_path, "requirements-uv.txt", "requirements-uv.lock", "requirements-s3.txt", "requirements-s3.lock")
     _append(tmp_path / "requirements-s3.txt", "six==1.17.0")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     run = subprocess.run(
@@ -87,19 +87,24 @@ def test_a_missing_lock_is_named(tmp_path):
     assert stale_inputs(tmp_path, lock) == ["requirements-s3.lock is missing: run `make lock`"]
 
 
-def test_a_serving_lab_pin_changed_in_the_matrix_is_named(tmp_path):
+def test_a_serving_lab_pin_changed_in_the_matrix_is_named(tmp_path, monkeypatch):
     """The Triton venv's locks record the pins platform_matrix prints (run by the main venv)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     shutil.copytree(ROOT / "platform_matrix", tmp_path / "platform_matrix", ignore=shutil.ignore_patterns("*.pyc"))
     _copy(tmp_path, "requirements-triton.lock", "requirements-triton-no-deps.lock")
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     locks = PYTHON_ENVS[".venv-triton"].locks
     matrix = tmp_path / "platform_matrix/matrix.yml"
     assert 'numpy: "1.26.4"' in matrix.read_text()
+    assert [line for lock in locks for line in stale_inputs(tmp_path, lock)] == []
     matrix.write_text(matrix.read_text().replace('numpy: "1.26.4"', 'numpy: "1.26.3"'))
-    assert [line for lock in locks for line in stale_inputs(tmp_path, lock)] == [
+    stale = [
         "platform_matrix/matrix.yml (serving_lab.python_packages) changed since requirements-triton.lock "
         "was compiled: run `make lock`"
     ]
+    assert [line for lock in locks for line in stale_inputs(tmp_path, lock)] == stale
+    assert len(list((tmp_path / "cache/gpu-serving-envs/inputs").iterdir())) == 4, "each reading kept"
+    assert [line for lock in locks for line in stale_inputs(tmp_path, lock)] == stale, "and read back"
 
 
 def test_an_interrupted_build_leaves_no_environment(tmp_path):
