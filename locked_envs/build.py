@@ -102,7 +102,10 @@ def python_env(root: Path, env: PythonEnv, python: str) -> Path:
 
 def npm_tree(root: Path, tree: NpmTree) -> Path:
     """The npm tree `tree`, built if missing, and linked at tree.link."""
-    node = subprocess.run(["node", "--version"], capture_output=True, check=True).stdout
+    try:
+        node = subprocess.run(["node", "--version"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise LockError(f"{tree.link} needs node and npm: {error}") from error
     files = [root / tree.folder / name for name in tree.files]
     path = cache.cache_dir() / f"{Path(tree.link).name}-{cache.key(NPM_RECIPE, node, *(f.read_bytes() for f in files))}"
 
