@@ -1,6 +1,6 @@
 """make bench-gateway: what serving.gateway adds to Triton, measured on the real tritonserver.
 
-One tritonserver (serving.tritonserver, `.venv-triton`) serves model_repository/ on this machine's
+One tritonserver (model_repo_check.tritonserver, `.venv-triton`) serves model_repository/ on this machine's
 CPU, one gateway (lab_fleet.gateway, default settings) stands in front of it. The same closed-
 loop load drives both from one Python asyncio process: C coroutines, each sending its next
 text-classifier request when the last one is answered, for a window after a warm-up. Direct:
@@ -40,9 +40,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lab_fleet.gateway import GatewayProcess  # noqa: E402
+from model_repo_check.tritonserver.processes import group_members  # noqa: E402
+from model_repo_check.tritonserver.server import TritonProcess  # noqa: E402
 from monitoring.rules import LATENCY_P99_TARGET_US  # noqa: E402
-from serving.tritonserver.processes import group_members  # noqa: E402
-from serving.tritonserver.server import TritonProcess  # noqa: E402
 
 MODEL = "text-classifier"
 TARGET_ADDED_P95_MS = 2.0

@@ -2,7 +2,7 @@
 
 The model as shipped (model_repository/text-classifier) is served beside the same model with
 its `dynamic_batching` block removed (text-classifier-unbatched, built in a temporary copy of
-the repository) by one tritonserver on this machine's CPU (serving.tritonserver, `.venv-triton`).
+the repository) by one tritonserver on this machine's CPU (model_repo_check.tritonserver, `.venv-triton`).
 perf_analyzer drives each over gRPC with batch-1 requests at concurrency 1, 4, 16 and 32, P95
 latency as its stability criterion. The variants are interleaved, concurrency by concurrency
 and round by round (the order flips every round), so a busy moment of the machine does not
@@ -41,8 +41,8 @@ from tritonclient.grpc import model_config_pb2
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from serving.tritonserver.processes import command_of, group_members  # noqa: E402
-from serving.tritonserver.server import TritonProcess, perf_analyzer  # noqa: E402
+from model_repo_check.tritonserver.processes import command_of, group_members  # noqa: E402
+from model_repo_check.tritonserver.server import TritonProcess, perf_analyzer  # noqa: E402
 
 MODEL = "text-classifier"
 SHIPPED, UNBATCHED = "shipped", "unbatched"

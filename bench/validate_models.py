@@ -176,7 +176,7 @@ def sample(repository: Path, below: int) -> list[str]:
 def time_triton(repository: Path, models: list[str]) -> tuple[float, float, float] | None:
     """(whole run, median load per model, server start and stop); None without .venv-triton."""
     from model_repo_check.triton_engine import Status, check_with_triton
-    from serving.tritonserver.server import TritonNotInstalledError
+    from model_repo_check.tritonserver.server import TritonNotInstalledError
 
     start = time.perf_counter()
     try:

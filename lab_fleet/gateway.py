@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from serving.tritonserver.processes import LOOPBACK, ServerProcess, free_port
-from serving.tritonserver.server import REPO
+from model_repo_check.tritonserver.processes import LOOPBACK, ServerProcess, free_port
+from model_repo_check.tritonserver.server import REPO
 
 
 class GatewayProcess(ServerProcess):

@@ -51,8 +51,11 @@ class Lab:
 
     # --- commands -------------------------------------------------------------------------
 
-    def up(self, count: int, memory_mb: int, cpus: int, timeout: float) -> dict[str, float]:
-        """Boot nodes 1..count (reusing disks that exist); returns timings in seconds."""
+    def up(
+        self, count: int, memory_mb: int, cpus: int, timeout: float, backing: Path | None = None
+    ) -> dict[str, float]:
+        """Boot nodes 1..count (reusing disks that exist; new disks over `backing` when given, a
+        converged node's disk from lab_fleet.converged); returns timings in seconds."""
         if count < 1:
             raise vm.LabError(f"--nodes must be at least 1, got {count}")
         if shutil.which(vm.QEMU) is None:
@@ -64,7 +67,7 @@ class Lab:
         wanted = [self.node(f"{NODE_PREFIX}{i}") for i in range(1, count + 1)]
         ports: dict[str, int] = {}
         for node in wanted:
-            vm.prepare(node, image, key)
+            vm.prepare(node, image, key, backing)
             if node.pid() is None:
                 ports[node.name] = vm.start(node, image, accel, memory_mb, cpus)
                 print(f"lab: {node.name} booting ({accel}) on 127.0.0.1:{ports[node.name]}", file=sys.stderr)

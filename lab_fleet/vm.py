@@ -115,14 +115,13 @@ def ensure_ssh_key(state_dir: Path) -> Path:
     return key
 
 
-def prepare(node: Node, image: Image, client_key: Path) -> None:
-    """Create the node's copy-on-write disk, its host key and its seed disk, once."""
+def prepare(node: Node, image: Image, client_key: Path, backing: Path | None = None) -> None:
+    """Create the node's copy-on-write disk (over the base image, or over `backing`, a qcow2 whose own
+    backing is the base image: a converged node's disk), its host key and its seed disk, once."""
     node.directory.mkdir(parents=True, exist_ok=True)
     if not node.disk.exists():
-        subprocess.run(
-            ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image.rootfs), str(node.disk)],
-            check=True,
-        )
+        base = ["-F", "qcow2", "-b", str(backing)] if backing else ["-F", "raw", "-b", str(image.rootfs)]
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", *base, str(node.disk)], check=True)
     if not node.host_key.exists():
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", node.name, "-f", str(node.host_key)], check=True

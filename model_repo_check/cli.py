@@ -15,8 +15,8 @@ from model_repo_check.release_schema import ReleaseSchemaError, load_schema, mat
 from model_repo_check.repository import validate_repository
 from model_repo_check.target_env import TargetEnvError, gpus_for_env, release_for_env
 from model_repo_check.triton_engine import StandInBuildError, Status, TritonReport, check_with_triton
-from serving.tritonserver.processes import ServerError, sigterm_interrupts
-from serving.tritonserver.server import TritonNotInstalledError
+from model_repo_check.tritonserver.processes import ServerError, sigterm_interrupts
+from model_repo_check.tritonserver.server import TritonNotInstalledError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

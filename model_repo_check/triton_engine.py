@@ -1,7 +1,7 @@
 """The second engine: the real tritonserver loads the repository and judges every model itself.
 
 `scripts/validate_model_repo --engine triton` starts the tritonserver of the nvidia-pytriton
-wheel in .venv-triton (serving/tritonserver/server.py; 2.51.0, release 24.10, from platform_matrix
+wheel in .venv-triton (model_repo_check/tritonserver/server.py; 2.51.0, release 24.10, from platform_matrix
 `serving_lab`) on this machine's CPU with
 
 - `--model-control-mode=explicit`: nothing loads at start; each model folder is loaded on
@@ -10,7 +10,7 @@ wheel in .venv-triton (serving/tritonserver/server.py; 2.51.0, release 24.10, fr
 - `--disable-auto-complete-config`: the config is judged as written, as the rules engine
   does (the deployed servers auto-complete through their real backends, see the README);
 - a backend directory with the wheel's Python backend, the Python onnxruntime
-  backend (serving/tritonserver/backends) and, for every other backend the validator knows (tensorrt,
+  backend (model_repo_check/tritonserver/backends) and, for every other backend the validator knows (tensorrt,
   pytorch, tensorflow, openvino), stand_in_backend/stand_in.c compiled into
   `libtriton_<name>.so`: Triton core runs its checks and loads it as the C++ backend it stands
   for (in milliseconds, no stub process), it reads no model file.
@@ -45,9 +45,9 @@ from tritonclient.utils import InferenceServerException
 
 from model_repo_check.layout import BACKEND_FILES, PLATFORMS, model_folders
 from model_repo_check.pbtxt import ConfigParseError, parse_config
+from model_repo_check.tritonserver.processes import group_members, stop_group
+from model_repo_check.tritonserver.server import TritonProcess, assemble_backends
 from platform_matrix.matrix import load as load_matrix
-from serving.tritonserver.processes import group_members, stop_group
-from serving.tritonserver.server import TritonProcess, assemble_backends
 
 ENGINE_ARGS = ("--model-control-mode=explicit", "--disable-auto-complete-config", "--strict-readiness=false")
 STAND_IN = Path(__file__).with_name("stand_in_backend") / "stand_in.c"
@@ -341,8 +341,8 @@ def check_with_triton(
     crash_retries: int = CRASH_RETRIES,
 ) -> TritonReport:
     """Load every model folder of `repository` (or only `models`) into the real tritonserver.
-    Raises serving.tritonserver.server.TritonNotInstalledError (it names `make .venv-triton/.stamp`)
-    when the venv is missing, serving.tritonserver.processes.ServerError when the server does not start.
+    Raises model_repo_check.tritonserver.server.TritonNotInstalledError (it names `make .venv-triton/.stamp`)
+    when the venv is missing, model_repo_check.tritonserver.processes.ServerError when the server does not start.
     `crash_retries`: how often a load that crashed the server is tried again on a fresh one."""
     repository = repository.resolve()
     folders = [repository / name for name in models] if models is not None else model_folders(repository)

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m monitoring.triton_scrape      (needs `make .venv-triton/.stamp`)
 
-starts the serving lab's real tritonserver (serving/tritonserver/server.py: release 24.10, server 2.51,
+starts the serving lab's real tritonserver (model_repo_check/tritonserver/server.py: release 24.10, server 2.51,
 `--metrics-config=summary_latencies=true`) on model_repository/, sends every loaded model
 version a bounded perf_analyzer load, and writes its /metrics to TRITON_SCRAPE. A serving_lab
 test scrapes the live lab the same way and compares the names.
@@ -16,8 +16,8 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from model_repo_check.tritonserver.server import TritonProcess, perf_analyzer
 from monitoring.metric_names import ROOT, TRITON_SCRAPE
-from serving.tritonserver.server import TritonProcess, perf_analyzer
 
 MODEL_REPOSITORY = ROOT / "model_repository"
 REQUESTS = 200  # per model version: enough for every counter, summary quantile and duration to move

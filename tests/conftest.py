@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from serving.tritonserver.processes import sigterm_interrupts
+from model_repo_check.tritonserver.processes import sigterm_interrupts
 from tests.tools import MISSING_TOOL
 
 

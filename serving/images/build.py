@@ -50,10 +50,9 @@ def _model_files(directory: str, names: list[str]) -> list[str]:
 
 
 # What each source leaves out: the serving package its image recipes (this folder: an image needs no
-# builder) and its local tritonserver runner (the cluster runs Triton's own image), the model
-# repository its model files.
+# builder), the model repository its model files.
 _IGNORE = {
-    "serving": shutil.ignore_patterns("__pycache__", "*.pyc", "images", "tritonserver"),
+    "serving": shutil.ignore_patterns("__pycache__", "*.pyc", "images"),
     "model_repository": _model_files,
 }
 

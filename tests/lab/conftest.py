@@ -1,7 +1,11 @@
-"""The lab suite's fixtures: one fresh qemu node per session, converged by site.yml.
+"""The lab suite's fixtures: converged nodes booted from a cached image, one per module.
 
-The node lives in its own state directory and inventory (not the developer's `make lab`
-node); the VM image comes from the shared cache, so only the first run on a machine builds it.
+`fresh_proofs` (session) finds the converged image of the node inputs as they are now in the
+cache (lab_fleet/converged.py), or produces it: a fresh node gets check mode, the refused first
+install, the converge with its reboot and a no-op re-run, and its disk is kept only when every
+judge of tests/lab/fresh_node.py passes. `lab_node` (module) boots an overlay of that image in a
+state directory of its own and destroys it after the module; `own_node` (function) does the same
+for one test that changes the node. No module depends on another's order or leftovers.
 
 LAB_REUSE_INVENTORY=<hosts.yml of a running lab> (opt-in) runs the tests against that lab's
 first node instead: nothing is booted, checked or converged, and the node is left running.
@@ -14,18 +18,23 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
+from lab_fleet import converged
 from lab_fleet.ansible_env import ansible_env
 from lab_fleet.lab import Lab
-from tests.lab.play_report import PlayReport, assert_succeeded
+from model_repo_check.tritonserver.processes import stop_group
+from tests.lab import fresh_node
+from tests.lab.play_report import PlayReport
 
 REPO = Path(__file__).resolve().parents[2]
 REUSE_ENV = "LAB_REUSE_INVENTORY"
+FIRST_INSTALL_TIMEOUT_S = 3600
 
 
 @dataclass
@@ -36,14 +45,7 @@ class LabNode:
     name: str
     inventory: Path
     fact_cache: Path
-    runs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
-    reused: bool = False  # a running node from LAB_REUSE_INVENTORY: no check or converge run here
-
-    def run_of(self, key: str) -> subprocess.CompletedProcess[str]:
-        """The session's "check" or "converge" run; skips the test on a reused node, which has none."""
-        if key not in self.runs:
-            pytest.skip(f"{REUSE_ENV} reuses a running node: this session made no {key} run")
-        return self.runs[key]
+    reused: bool = False  # a running node from LAB_REUSE_INVENTORY, left running
 
     def run(self, cmd: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
@@ -67,16 +69,30 @@ class LabNode:
         extra = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {}
         extra.update(env or {})
         command = ["ansible-playbook", "-i", str(self.inventory.parent), playbook, *args]
+        # Its own process group: ansible-playbook forks workers (and Mitogen its brokers), which a
+        # plain timeout would leave running against the node after the test has given up on them.
+        process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=self.env(**extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            return subprocess.run(
-                command, cwd=REPO, env=self.env(**extra), capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired as expired:
-            output = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else expired.stdout
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_group(process.pid)
+            stdout, _ = process.communicate()
             raise AssertionError(
                 f"{' '.join(command)} did not reach its play recap within {timeout:.0f} s; output so far:\n"
-                f"{(output or '')[-3000:]}"
+                f"{(stdout or '')[-3000:]}"
             ) from None
+        except BaseException:
+            stop_group(process.pid)
+            raise
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
     def packages(self) -> dict[str, tuple[str, str]]:
         """{package: (version, selection)} for every installed package."""
@@ -111,41 +127,99 @@ def reused_node(inventory: Path, fact_cache: Path) -> LabNode:
     return LabNode(lab=lab, name=name, inventory=inventory, fact_cache=fact_cache, reused=True)
 
 
-@pytest.fixture(scope="session")
-def lab_vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabNode]:
-    """A fresh, unprovisioned lab node (or the running one that LAB_REUSE_INVENTORY names, left running)."""
-    if reuse := os.environ.get(REUSE_ENV):
-        yield reused_node(Path(reuse).resolve(), tmp_path_factory.mktemp("facts"))
-        return
-    root = tmp_path_factory.mktemp("lab")
+@dataclass(frozen=True)
+class FreshProofs:
+    """The fresh-node runs that produced the converged image this session boots its nodes from.
+
+    `runs` is empty when the image came from the cache (its proofs passed when it was written and
+    run again whenever a node input changes) or when LAB_REUSE_INVENTORY names a running node;
+    `absent` then says why, and `run_of` skips the test that judges a run with that reason.
+    """
+
+    image: converged.ConvergedImage | None
+    runs: fresh_node.Runs = field(default_factory=dict)
+    absent: str = ""
+
+    def run_of(self, key: str) -> subprocess.CompletedProcess[str]:
+        if key not in self.runs:
+            pytest.skip(f"no {key!r} run in this session: {self.absent}")
+        return self.runs[key]
+
+
+def boot(tmp_path_factory: pytest.TempPathFactory, label: str, backing: Path | None) -> LabNode:
+    """One lab node in a state directory of its own, over the base image or over `backing`."""
+    root = tmp_path_factory.mktemp(label)
     inventory_dir = root / "inventory"
     shutil.copytree(REPO / "inventories/lab/group_vars", inventory_dir / "group_vars")
     lab = Lab(
         state_dir=root / "state", cache_dir=Lab.from_environment().cache_dir, inventory=inventory_dir / "hosts.yml"
     )
-    lab.up(count=1, memory_mb=1536, cpus=2, timeout=600)
     node = LabNode(lab=lab, name="lab-node-1", inventory=lab.inventory, fact_cache=root / "facts")
+    try:
+        lab.up(count=1, memory_mb=1536, cpus=2, timeout=600, backing=backing)
+    except BaseException:
+        lab.destroy(drop_image=False)
+        raise
+    return node
+
+
+@contextmanager
+def booted(tmp_path_factory: pytest.TempPathFactory, label: str, backing: Path | None) -> Iterator[LabNode]:
+    node = boot(tmp_path_factory, label, backing)
     try:
         yield node
     finally:
-        lab.destroy(drop_image=False)
+        node.lab.destroy(drop_image=False)
 
 
 @pytest.fixture(scope="session")
-def lab_node(lab_vm: LabNode) -> LabNode:
-    """The lab node after three site.yml runs on the fresh node, kept in `lab_node.runs`:
+def fresh_proofs(tmp_path_factory: pytest.TempPathFactory) -> FreshProofs:
+    """The converged image of the node inputs as they are now (lab_fleet/converged.py).
 
-    "check"     --check --diff
-    "refused"   reboots not allowed (nvidia_driver_reboot_allowed=false): the first install
-                needs one (nouveau blacklisted), so it must fail naming the variable
-    "converge"  as the lab inventory says (reboots allowed): reboots and converges
-    A reused node (LAB_REUSE_INVENTORY) is taken as it is, with none of them.
+    Missing from the cache, it is produced here: a node booted from the base image gets the four
+    fresh-node runs (tests/lab/fresh_node.py), every judge must pass, and only then is the node
+    powered down and its disk kept. Present, it is used as it is and no fresh node is booted.
     """
-    if not lab_vm.reused and "converge" not in lab_vm.runs:
-        lab_vm.runs["check"] = lab_vm.playbook("playbooks/site.yml", "--check", "--diff")
-        no_reboot = json.dumps({"nvidia_driver_reboot_allowed": False})
-        lab_vm.runs["refused"] = lab_vm.playbook("playbooks/site.yml", "-e", no_reboot)
-        lab_vm.runs["converge"] = lab_vm.playbook("playbooks/site.yml")
-        converge = lab_vm.runs["converge"]
-        assert_succeeded(converge, "site.yml on the fresh node: ")
-    return lab_vm
+    if os.environ.get(REUSE_ENV):
+        return FreshProofs(image=None, absent=f"{REUSE_ENV} reuses a running node")
+    image = converged.cached(Lab.from_environment().cache_dir)
+    with converged.producing(image) as needed:
+        if not needed:
+            return FreshProofs(image=image, absent=f"{image.describe()} (cached; a node input change reruns them)")
+        runs: fresh_node.Runs = {}
+        with booted(tmp_path_factory, "fresh", backing=None) as node:
+            runs["check"] = node.playbook("playbooks/site.yml", "--check", "--diff")
+            no_reboot = json.dumps({"nvidia_driver_reboot_allowed": False})
+            # The first install (dpkg and two initramfs rebuilds under TCG) took 20 min on a quiet
+            # machine and over 30 with two more agents' tests sharing the two cores.
+            runs["refused"] = node.playbook("playbooks/site.yml", "-e", no_reboot, timeout=FIRST_INSTALL_TIMEOUT_S)
+            runs["converge"] = node.playbook("playbooks/site.yml", timeout=FIRST_INSTALL_TIMEOUT_S)
+            fresh_node.judge_converge(runs)
+            runs["noop"] = node.playbook("playbooks/site.yml")
+            for judge in fresh_node.JUDGES.values():
+                judge(runs)
+            node.lab.down()  # an ACPI power-down: the guest flushes its disk before qemu exits
+            converged.save(image, node.lab.node(node.name).disk, proofs=list(fresh_node.JUDGES))
+    return FreshProofs(image=image, runs=runs)
+
+
+@pytest.fixture(scope="module")
+def lab_node(fresh_proofs: FreshProofs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabNode]:
+    """A converged node of the module's own: an overlay of the converged image, destroyed after the
+    module, so no module sees another's changes (or the running node LAB_REUSE_INVENTORY names)."""
+    if reuse := os.environ.get(REUSE_ENV):
+        yield reused_node(Path(reuse).resolve(), tmp_path_factory.mktemp("facts"))
+        return
+    assert fresh_proofs.image is not None
+    with booted(tmp_path_factory, "converged", backing=fresh_proofs.image.disk) as node:
+        yield node
+
+
+@pytest.fixture
+def own_node(fresh_proofs: FreshProofs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabNode]:
+    """A converged node for one test alone, for a test that changes the node beyond what site.yml restores."""
+    if os.environ.get(REUSE_ENV):
+        pytest.skip(f"{REUSE_ENV}: this test changes the node it runs on, and needs one of its own")
+    assert fresh_proofs.image is not None
+    with booted(tmp_path_factory, "own", backing=fresh_proofs.image.disk) as node:
+        yield node

@@ -133,6 +133,16 @@ def unlimited(io_max_seen: list[str]) -> bool:
     return all(limits(text) == {} for text in io_max_seen)
 
 
+def test_the_image_runs_the_agent_module_with_its_config_and_names_its_port_and_workdir(image: Image) -> None:
+    """What the built image says of itself (podman inspect): the entrypoint and default command a plain
+    `ctr run` or `docker run` gets, the metrics port and the working directory."""
+    config = json.loads(podman("inspect", "--format={{json .Config}}", image.tag))
+    assert config["Entrypoint"] == ["/opt/venv/bin/python", "-m", "cgroup_limiter"]
+    assert config["Cmd"] == ["--config", "/etc/cgroup-limiter/config.yaml"]
+    assert list(config["ExposedPorts"]) == ["9500/tcp"]
+    assert (config["User"], config["WorkingDir"]) == ("0", "/opt/cgroup-limiter")
+
+
 def test_the_agent_runs_as_uid_0_with_no_capability_and_a_read_only_root(limiter: Deployed) -> None:
     status = limiter.lab.agent_status()
     assert status["Uid"].split() == ["0"] * 4, status

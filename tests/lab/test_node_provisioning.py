@@ -3,26 +3,23 @@ containerd's nvidia runtime in a drop-in that leaves the site's config.toml its 
 
 from __future__ import annotations
 
-import json
 import tomllib
 from typing import Any
 
 import pytest
 
-from platform_matrix import load
-from tests.lab.conftest import LabNode, changed_tasks, stats
+from tests.lab import fresh_node
+from tests.lab.conftest import FreshProofs, LabNode, changed_tasks, stats
 from tests.lab.play_report import assert_succeeded
 
 pytestmark = pytest.mark.lab
 
-MATRIX = load()
-SOURCE = MATRIX.driver_source("debian-nonfree")
-PINNED = SOURCE["package_version"]
-PACKAGES = SOURCE["userspace_packages"]
+PINNED = fresh_node.PINNED
+PACKAGES = fresh_node.PACKAGES
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
 IMPORTS_LINE = 'imports = ["/etc/containerd/conf.d/*.toml"]'
-DROP_IN_TASK = "nvidia_container_toolkit : Write the containerd drop-in with the nvidia runtime"
+DROP_IN_TASK = fresh_node.DROP_IN_TASK
 # What a site adds to config.toml by hand: a registry mirror, in the CRI plugin's section.
 MIRROR = (
     '[plugins."io.containerd.grpc.v1.cri".registry.mirrors."registry.lab.example"]\n'
@@ -47,37 +44,15 @@ def _assert_runtimes(cri: dict[str, Any]) -> None:
     assert all(runtimes[name]["options"]["SystemdCgroup"] is True for name in ("runc", "nvidia"))
 
 
-def test_check_mode_on_the_fresh_node_predicts_the_changes(lab_node: LabNode) -> None:
-    check = lab_node.run_of("check")
-    assert_succeeded(check)
-    predicted = changed_tasks(check)
-    for task in (
-        "nvidia_driver : Enable the driver's apt source (debian-nonfree)",
-        "nvidia_driver : Pin every NVIDIA package to the exact driver version",
-        "nvidia_driver : Keep unattended-upgrades away from the driver",
-        "nvidia_container_toolkit : Install containerd",
-        DROP_IN_TASK,
-        # containerd is not installed yet, so there is no config.toml to extend: check mode predicts one.
-        "nvidia_container_toolkit : Write a main containerd configuration that imports the drop-in directory",
-    ):
-        assert task in predicted, f"check mode did not predict {task!r}; predicted: {predicted}"
-    report = json.loads(check.stdout)
-    diffs = [
-        diff.get("after", "")
-        for play in report["plays"]
-        for task in play["tasks"]
-        for host in task["hosts"].values()
-        for diff in (host.get("diff") or [])
-        if isinstance(diff, dict)
-    ]
-    assert any(f"Pin: version {PINNED}" in after for after in diffs), "the --diff output does not show the pin"
-    assert "Would install " + " ".join(f"{p}={PINNED}" for p in PACKAGES) + " and hold them" in check.stdout
+def test_check_mode_on_the_fresh_node_predicts_the_changes(fresh_proofs: FreshProofs) -> None:
+    fresh_node.judge_check({"check": fresh_proofs.run_of("check")})
 
 
-def test_site_converges_the_fresh_node(lab_node: LabNode) -> None:
-    converge = lab_node.run_of("converge")
-    assert stats(converge)["failures"] == 0
-    assert stats(converge)["changed"] > 0, "the first run on a fresh node must change it"
+def test_site_converges_the_fresh_node(fresh_proofs: FreshProofs) -> None:
+    fresh_node.judge_converge({"converge": fresh_proofs.run_of("converge")})
+
+
+def test_the_converged_node_holds_the_pin_and_containerd_keeps_debians_config(lab_node: LabNode) -> None:
     installed = lab_node.packages()
     for package in PACKAGES:
         assert installed[package] == (PINNED, "hold"), f"{package}: {installed.get(package)}"
@@ -93,17 +68,14 @@ def test_site_converges_the_fresh_node(lab_node: LabNode) -> None:
     assert cri["cni"]["bin_dir"] == "/usr/lib/cni", "Debian's CNI directory, from config.toml, survives the drop-in"
 
 
-def test_a_site_mirror_in_config_toml_survives_site_yml_and_reaches_containerd(lab_node: LabNode) -> None:
+def test_a_site_mirror_in_config_toml_survives_site_yml_and_reaches_containerd(own_node: LabNode) -> None:
     """containerd 1.6 replaces a plugin's whole section from an import: the run after a site's edit
     carries the CRI section into the drop-in (the one change), and config.toml keeps the site's line."""
-    # A node reused from an earlier session (LAB_REUSE_INVENTORY) may carry the mirror already.
-    added = MIRROR not in lab_node.run(f"cat {CONTAINERD_CONFIG}").stdout
-    if added:
-        lab_node.run(f"printf '%s' '{MIRROR}' >> {CONTAINERD_CONFIG}")
+    lab_node = own_node
+    lab_node.run(f"printf '%s' '{MIRROR}' >> {CONTAINERD_CONFIG}")
     rerun = lab_node.playbook("playbooks/site.yml")
     assert_succeeded(rerun)
-    expected = {DROP_IN_TASK, "nvidia_container_toolkit : Restart containerd"} if added else set()
-    assert set(changed_tasks(rerun)) == expected
+    assert set(changed_tasks(rerun)) == {DROP_IN_TASK, "nvidia_container_toolkit : Restart containerd"}
     main = lab_node.run(f"cat {CONTAINERD_CONFIG}").stdout
     assert main.endswith(MIRROR) and main.count(IMPORTS_LINE) == 1, main
     assert "registry.lab.example" in lab_node.run(f"cat {DROP_IN}").stdout
@@ -113,7 +85,11 @@ def test_a_site_mirror_in_config_toml_survives_site_yml_and_reaches_containerd(l
     assert lab_node.run("systemctl is-active containerd").stdout.strip() == "active"
 
 
-def test_a_second_run_changes_nothing(lab_node: LabNode) -> None:
+def test_a_second_run_on_the_fresh_node_changed_nothing(fresh_proofs: FreshProofs) -> None:
+    fresh_node.judge_noop({"noop": fresh_proofs.run_of("noop")})
+
+
+def test_a_run_on_a_node_booted_from_the_converged_image_changes_nothing(lab_node: LabNode) -> None:
     again = lab_node.playbook("playbooks/site.yml")
     assert_succeeded(again)
     assert stats(again)["changed"] == 0, f"not idempotent, changed: {changed_tasks(again)}"
@@ -126,7 +102,8 @@ def test_a_second_run_changes_nothing_without_mitogen_either(lab_node: LabNode) 
     assert stats(again)["changed"] == 0, f"not idempotent under linear, changed: {changed_tasks(again)}"
 
 
-def test_the_pin_and_the_hold_survive_apt_get_upgrade(lab_node: LabNode) -> None:
+def test_the_pin_and_the_hold_survive_apt_get_upgrade(own_node: LabNode) -> None:
+    lab_node = own_node
     lab_node.run("apt-get update -qq", timeout=600)
     offered = lab_node.run(f"apt-cache madison {PACKAGES[0]} | awk '{{print $3}}'").stdout.split()
     newer = [v for v in offered if _debian_version_key(lab_node, v, PINNED)]

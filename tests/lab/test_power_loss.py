@@ -48,8 +48,16 @@ def test_power_loss_during_the_driver_install_then_a_rerun_converges(lab_node: L
     assert play.wait() != 0, "the play survived a power loss"
 
     lab_node.lab.up(count=1, memory_mb=1536, cpus=2, timeout=600)
+    # The cut must have landed inside dpkg's transaction, or the re-run proves nothing about recovery:
+    # dpkg --audit lists the packages left unpacked or half-configured, and apt refuses to go on until
+    # `dpkg --configure -a` (which the role runs first) has finished them.
+    audit = lab_node.run("dpkg --audit", check=False).stdout.strip()
+    pending = lab_node.run("ls -A /var/lib/dpkg/updates", check=False).stdout.split()
+    assert audit or pending, "the power cut did not interrupt dpkg: no package is left half-installed"
     rerun = lab_node.playbook("playbooks/site.yml")
-    assert_succeeded(rerun)
+    recovered = assert_succeeded(rerun)
+    if audit:
+        assert "nvidia_driver : Finish the interrupted dpkg run" in recovered.changed, audit
     assert stats(rerun)["failures"] == 0
     installed = lab_node.packages()
     for package in SOURCE["userspace_packages"]:

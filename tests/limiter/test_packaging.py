@@ -66,17 +66,6 @@ def test_the_containerfile_text_starts_from_the_passed_base_and_the_context_hold
     assert not list(tmp_path.rglob("__pycache__"))
 
 
-def test_the_containerfile_text_names_the_module_its_config_the_port_and_workdir():
-    """The recipe's text only. The image itself runs in the lab (tests/lab/test_limiter_image.py) as uid 0
-    with the DaemonSet's `python -m cgroup_limiter`, which proves USER and the venv first on PATH; the
-    entrypoint, default command, port and workdir are used by no run there, so they are read here."""
-    text = CONTAINERFILE.read_text()
-    assert re.findall(r"^ENTRYPOINT (.+)$", text, re.M) == ['["/opt/venv/bin/python", "-m", "cgroup_limiter"]']
-    assert re.findall(r"^CMD (.+)$", text, re.M) == ['["--config", "/etc/cgroup-limiter/config.yaml"]']
-    assert re.findall(r"^EXPOSE (\d+)$", text, re.M) == ["9500"]
-    assert re.findall(r"^WORKDIR (\S+)$", text, re.M) == ["/opt/cgroup-limiter"]
-
-
 def test_checkov_passes_the_containerfile_with_written_reasons(tmp_path: Path):
     checkov = ROOT / ".venv-checkov/bin/checkov"
     if not checkov.exists():

@@ -160,7 +160,7 @@ def test_make_validate_models_passes_env_only_when_given(args, env, expected):
 
 
 def test_triton_engine_without_its_venv_names_the_make_target(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("serving.tritonserver.server.TRITON_VENV", tmp_path / "no-venv")
+    monkeypatch.setattr("model_repo_check.tritonserver.server.TRITON_VENV", tmp_path / "no-venv")
     assert main(["--engine", "triton"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("validate_model_repo: error: ")

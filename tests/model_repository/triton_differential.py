@@ -9,7 +9,7 @@ test's `<case>--` prefix, so the fragments below leave them out.
 How to read a disagreement: the goal of issue 12 is that the rules engine rejects exactly what
 Triton rejects. "rules stricter" entries are rules to drop or turn into warnings, "stand-in"
 entries are Triton checks that run in the C++ onnxruntime backend, which the serving lab's
-Python stand-in (serving/tritonserver/backends/onnxruntime) does not do, so this engine cannot confirm the
+Python stand-in (model_repo_check/tritonserver/backends/onnxruntime) does not do, so this engine cannot confirm the
 rules engine there; "target" entries depend on the environment's GPUs, which no engine on this
 machine sees.
 """

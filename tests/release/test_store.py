@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from minio import Minio
 
+from model_repo_check.tritonserver.processes import LOOPBACK, free_port, spawn, stop_group, wait_ready
 from serving.release.cli import main
 from serving.release.content import read_content
 from serving.release.index import record_path
 from serving.release.stack import KEY, read_reference
 from serving.release.store import MANIFEST, Location, client
-from serving.tritonserver.processes import LOOPBACK, free_port, spawn, stop_group, wait_ready
 from tests.release.conftest import ROOT, Workspace
 
 pytestmark = pytest.mark.serving_lab

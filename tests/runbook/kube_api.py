@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from serving.tritonserver.processes import LOOPBACK
+from model_repo_check.tritonserver.processes import LOOPBACK
 
 FIXTURES = Path(__file__).with_name("fixtures")
 MERGE_PATCH = "application/merge-patch+json"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from model_repo_check.tritonserver.processes import free_port
 from serving.runbook.cli import main
-from serving.tritonserver.processes import free_port
 from tests.runbook.kube_api import JSON_PATCH, MERGE_PATCH, TOKEN, fixture
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from model_repo_check.tritonserver.processes import free_port
 from serving.runbook.cli import main
-from serving.tritonserver.processes import free_port
 
 
 def test_unreachable_triton_exits_2(capsys):

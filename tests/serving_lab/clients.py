@@ -8,7 +8,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import np_to_triton_dtype
 
-from serving.tritonserver.server import TritonProcess, perf_analyzer
+from model_repo_check.tritonserver.server import TritonProcess, perf_analyzer
 
 
 def infer(

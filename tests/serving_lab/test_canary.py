@@ -47,13 +47,13 @@ import pytest
 import yaml
 from onnx import numpy_helper
 
+from model_repo_check.tritonserver.processes import LOOPBACK, ServerProcess, free_port, wait_for
+from model_repo_check.tritonserver.server import REPO, TritonProcess
 from serving.canary.analysis import AnalysisRun, RunResult, Timing, prometheus_query
 from serving.canary.build_golden import GOLDEN_FILE
 from serving.canary.golden import read_golden
 from serving.canary.steps import ABORTED, PAUSED, PROMOTED, Decision, drive
 from serving.canary.traffic import WeightedLoad
-from serving.tritonserver.processes import LOOPBACK, ServerProcess, free_port, wait_for
-from serving.tritonserver.server import REPO, TritonProcess
 
 pytestmark = pytest.mark.serving_lab
 

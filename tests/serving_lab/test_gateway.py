@@ -18,7 +18,7 @@ import pytest
 
 from lab_fleet.gateway import GatewayProcess
 from lab_fleet.serving import ServingLab
-from serving.tritonserver.server import REPO, TritonProcess
+from model_repo_check.tritonserver.server import REPO, TritonProcess
 from tests.serving_lab.clients import infer
 
 pytestmark = pytest.mark.serving_lab

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 from lab_fleet.serving import ServingLab
+from model_repo_check.tritonserver.processes import LOOPBACK, ServerError, free_port, wait_ready
+from model_repo_check.tritonserver.server import REPO
 from platform_matrix import load
 from serving.images.__main__ import cache_dir
 from serving.images.apps import APPS
@@ -23,8 +25,6 @@ from serving.images.base import ensure_base
 from serving.images.build import Built, build
 from serving.images.container import Container
 from serving.images.podman import podman
-from serving.tritonserver.processes import LOOPBACK, ServerError, free_port, wait_ready
-from serving.tritonserver.server import REPO
 from tests.serving_lab.clients import infer
 
 pytestmark = pytest.mark.serving_lab

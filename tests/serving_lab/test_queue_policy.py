@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from serving.tritonserver.server import TritonProcess
+from model_repo_check.tritonserver.server import TritonProcess
 
 pytestmark = pytest.mark.serving_lab
 

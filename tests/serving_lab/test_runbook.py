@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from serving.tritonserver.server import REPO, TritonProcess
+from model_repo_check.tritonserver.server import REPO, TritonProcess
 
 pytestmark = pytest.mark.serving_lab
 

@@ -13,7 +13,7 @@ import onnxruntime
 import pytest
 
 from lab_fleet.serving import SCRAPE_INTERVAL_S, ServingLab
-from serving.tritonserver.processes import wait_for
+from model_repo_check.tritonserver.processes import wait_for
 from tests.serving_lab.clients import infer
 
 pytestmark = pytest.mark.serving_lab

@@ -20,6 +20,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from model_repo_check.tritonserver.processes import wait_for
 from monitoring import rules
 from serving.drift import settings as drift_settings
 from serving.drift.agent import DriftAgent, serve
@@ -27,7 +28,6 @@ from serving.drift.evaluation import DriftResult, evaluate
 from serving.drift.reference import REFERENCE_FILE, load_references
 from serving.drift.settings import Settings, parse
 from serving.drift.window import FeatureMismatchError, LiveWindow
-from serving.tritonserver.processes import wait_for
 
 NAMES = ("f0", "f1", "f2", "f3")
 RNG_SEED = 7

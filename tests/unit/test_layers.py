@@ -42,10 +42,29 @@ def test_no_module_import_cycle_across_the_root_packages(monkeypatch: pytest.Mon
         monkeypatch.syspath_prepend(str(directory))
     roots = read_configuration(str(CONFIG))["session_options"]["root_packages"]
     graph = grimp.build_graph(*roots, cache_dir=None)
-    assert {"serving.tritonserver.server", "gpu_serving.config", "cgroup_limiter"} <= graph.modules
+    assert {"model_repo_check.tritonserver.server", "gpu_serving.config", "cgroup_limiter"} <= graph.modules
     imported_by = {module: graph.find_modules_directly_imported_by(module) for module in graph.modules}
     try:
         TopologicalSorter(imported_by).prepare()
     except CycleError as error:
         # Each module of the reported cycle is imported by the next one: reversed, it reads as imports.
         pytest.fail("import cycle: " + " -> ".join(reversed(error.args[1])))
+
+
+def test_no_import_cycle_between_the_root_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A layer graph: package A above package B when a module of A imports one of B, never both ways."""
+    for directory in reversed(SOURCE_DIRS):
+        monkeypatch.syspath_prepend(str(directory))
+    roots = read_configuration(str(CONFIG))["session_options"]["root_packages"]
+    graph = grimp.build_graph(*roots, cache_dir=None)
+    imports: dict[str, set[str]] = {root: set() for root in roots}
+    for module in graph.modules:
+        package = module.split(".")[0]
+        if package in imports:
+            imports[package] |= {m.split(".")[0] for m in graph.find_modules_directly_imported_by(module)}
+    imports = {package: (imported & set(roots)) - {package} for package, imported in imports.items()}
+    try:
+        TopologicalSorter(imports).prepare()
+    except CycleError as error:
+        cycle = " -> ".join(reversed(error.args[1]))
+        pytest.fail(f"packages import each other: {cycle}; move what both need to the lower one")

@@ -1,4 +1,4 @@
-"""free_port() (serving/tritonserver/processes.py): a loopback port a server can bind, never one of
+"""free_port() (model_repo_check/tritonserver/processes.py): a loopback port a server can bind, never one of
 the kernel's ephemeral range, where outgoing connections take their source ports."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from serving.tritonserver.processes import LOOPBACK, free_port
+from model_repo_check.tritonserver.processes import LOOPBACK, free_port
 
 
 def test_a_free_port_binds_on_loopback_and_lies_outside_the_ephemeral_range() -> None:

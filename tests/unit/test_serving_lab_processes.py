@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from lab_fleet.serving import LIMITER_JOB, SCRAPE_INTERVAL_S, TRITON_JOB, prometheus_config
-from serving.tritonserver import server
-from serving.tritonserver.processes import ServerError, free_port, group_members, spawn, stop_group, wait_ready
-from serving.tritonserver.server import TritonNotInstalledError, TritonProcess
+from model_repo_check.tritonserver import server
+from model_repo_check.tritonserver.processes import ServerError, free_port, group_members, spawn, stop_group, wait_ready
+from model_repo_check.tritonserver.server import TritonNotInstalledError, TritonProcess
 
 # A parent that starts a child which ignores SIGTERM, both in the parent's process group.
 STUBBORN_FAMILY = (

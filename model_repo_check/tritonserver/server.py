@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from serving.tritonserver.processes import LOOPBACK, ServerError, ServerProcess, free_port
+from model_repo_check.tritonserver.processes import LOOPBACK, ServerError, ServerProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 TRITON_VENV = REPO / ".venv-triton"
