@@ -28,7 +28,7 @@ PYTHON_RECIPE = b"python -m venv; uv pip install --require-hashes -r LOCK [--no-
 UV_RECIPE = b"python -m venv; pip install --require-hashes --no-deps --only-binary :all: -r LOCK"
 NPM_RECIPE = b"cp FILES; npm ci --ignore-scripts; .stamp"
 # The last file of a build, as the make targets (`make .venv-triton/.stamp`) name it; readers such
-# as serving/tritonserver take it for a whole environment.
+# as model_repo_check/tritonserver take it for a whole environment.
 STAMP = ".stamp"
 PROBE = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.version); print(sys.base_prefix)"
 
