@@ -81,10 +81,12 @@ test-lab: deps venv
 # each with its JUnit report and log under reports/, then a one-screen summary (wall time per gate,
 # passed/failed/skipped, every skip with its reason, the slowest tests). The first gate, envs,
 # installs every tool and environment, so that no later gate's time is an install's.
-# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk.
-GATES = envs lint test-offline $(TEST_TARGETS) test-lab
+# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk. With LANES=2 the VM lab
+# runs in a second lane, beside the other gates, once the environments exist.
+GATES = envs lint test-offline $(TEST_TARGETS)
+LANES ?= 1
 test:
-	$(PYTHON) -m tests.gates run $(GATES)
+	$(PYTHON) -m tests.gates run $(GATES) $(if $(filter 2,$(LANES)),--beside) test-lab
 
 # The inner loop: lint and the offline tests, with the same summary.
 check:
