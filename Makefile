@@ -34,29 +34,34 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-# The venv is rebuilt when a requirements file changes (the stamp records their hash).
-REQS := requirements.txt requirements-dev.txt pulumi/requirements.txt
-$(VENV)/.stamp: $(REQS)
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
-	touch $@
+# Each venv (and the npm tree of mk/pulumi.mk) is installed from its hashed lock into
+# ${XDG_CACHE_HOME:-~/.cache}/gpu-serving-envs, once per lock and Python, and linked into the
+# clone (locked_envs/): with unchanged locks a fresh clone installs nothing. Each target checks
+# its lock first: a requirements file changed without `make lock` fails, naming the file. The
+# targets keep their stamp names (docs and messages give them); they always run (about 0.1 s).
+LOCKED_ENVS := $(PYTHON) -m locked_envs
+.PHONY: lock $(VENV)/.stamp .venv-checkov/.stamp .venv-policy/.stamp
+
+# Compile every lock anew (uv pip compile --generate-hashes; needs the package index).
+lock:
+	$(LOCKED_ENVS) lock
+
+$(VENV)/.stamp:
+	$(LOCKED_ENVS) ensure $(VENV)
 venv: $(VENV)/.stamp
 
-.venv-checkov/.stamp: requirements-checkov.txt
-	$(PYTHON) -m venv .venv-checkov
-	.venv-checkov/bin/pip install -q --disable-pip-version-check -r requirements-checkov.txt
-	touch $@
+.venv-checkov/.stamp:
+	$(LOCKED_ENVS) ensure .venv-checkov
 
-.venv-policy/.stamp: pulumi/policy/requirements.txt
-	$(PYTHON) -m venv .venv-policy
-	.venv-policy/bin/pip install -q --disable-pip-version-check -r pulumi/policy/requirements.txt
-	touch $@
+.venv-policy/.stamp:
+	$(LOCKED_ENVS) ensure .venv-policy
 
 # Every tool and environment a gate needs (mk/<area>.mk define the rules of the later ones).
 envs: deps venv .venv-checkov/.stamp .venv-policy/.stamp .venv-s3/.stamp .venv-triton/.stamp \
 	.cache/argo-rollouts-schema/.stamp .cache/containerd/.stamp
 
 lint: venv
+	$(LOCKED_ENVS) check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/yamllint --strict .
@@ -76,10 +81,12 @@ test-lab: deps venv
 # each with its JUnit report and log under reports/, then a one-screen summary (wall time per gate,
 # passed/failed/skipped, every skip with its reason, the slowest tests). The first gate, envs,
 # installs every tool and environment, so that no later gate's time is an install's.
-# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk.
-GATES = envs lint test-offline $(TEST_TARGETS) test-lab
+# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk. With LANES=2 the VM lab
+# runs in a second lane, beside the other gates, once the environments exist.
+GATES = envs lint test-offline $(TEST_TARGETS)
+LANES ?= 1
 test:
-	$(PYTHON) -m tests.gates run $(GATES)
+	$(PYTHON) -m tests.gates run $(GATES) $(if $(filter 2,$(LANES)),--beside) test-lab
 
 # The inner loop: lint and the offline tests, with the same summary.
 check:

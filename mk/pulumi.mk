@@ -19,12 +19,11 @@ test-policy: .venv-policy/.stamp
 
 # @kubernetes-models/argo-rollouts (generated from argo-rollouts v1.9.0, the pinned chart's
 # controller) at the lock file's versions, with the validator script beside its node_modules
-# (ES modules resolve packages from the script's own folder).
+# (ES modules resolve packages from the script's own folder): `npm ci` of
+# tests/pulumi/argo-rollouts into the cache of the Makefile's venv rules, keyed by its three
+# files and node's version, and linked at .cache/argo-rollouts-schema.
 ROLLOUTS_SCHEMA := .cache/argo-rollouts-schema
-ROLLOUTS_SOURCES := $(addprefix tests/pulumi/argo-rollouts/,package.json package-lock.json validate.mjs)
+.PHONY: $(ROLLOUTS_SCHEMA)/.stamp
 rollouts-schema: $(ROLLOUTS_SCHEMA)/.stamp
-$(ROLLOUTS_SCHEMA)/.stamp: $(ROLLOUTS_SOURCES)
-	mkdir -p $(ROLLOUTS_SCHEMA)
-	cp $(ROLLOUTS_SOURCES) $(ROLLOUTS_SCHEMA)/
-	npm ci --prefix $(ROLLOUTS_SCHEMA) --ignore-scripts --no-audit --no-fund --loglevel=error
-	touch $@
+$(ROLLOUTS_SCHEMA)/.stamp:
+	$(LOCKED_ENVS) ensure $(ROLLOUTS_SCHEMA)

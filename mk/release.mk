@@ -13,10 +13,10 @@ release-model: venv
 release-verify: venv
 	$(BIN)/python scripts/release_model verify
 
-.venv-s3/.stamp: requirements-s3.txt
-	$(PYTHON) -m venv .venv-s3
-	.venv-s3/bin/pip install -q --disable-pip-version-check -r requirements-s3.txt
-	touch $@
+# moto's server, from requirements-s3.lock (see the Makefile's venv rules).
+.PHONY: .venv-s3/.stamp
+.venv-s3/.stamp:
+	$(LOCKED_ENVS) ensure .venv-s3
 
 # Not a gate of its own: make test-serving-lab runs these tests with the rest of the serving lab.
 test-release-store: venv .venv-s3/.stamp

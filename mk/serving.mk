@@ -15,16 +15,12 @@ TRITON_VENV := .venv-triton
 TRITON_PYTHON ?= /usr/bin/python3
 SERVE_LAB := $(BIN)/python scripts/serve-lab
 
-# The lab's own venv, every pin from platform_matrix/matrix.yml (serving_lab); rebuilt when
-# the matrix changes. The Triton wheel goes in without its dependencies (PyTriton's Python side).
-$(TRITON_VENV)/.stamp: platform_matrix/matrix.yml | deps $(VENV)/.stamp
-	rm -f $@
-	$(TRITON_PYTHON) -m venv $(TRITON_VENV)
-	$(BIN)/python -m platform_matrix serving-lab-requirements > $(TRITON_VENV)/requirements.txt
-	$(BIN)/python -m platform_matrix serving-lab-requirements --no-deps > $(TRITON_VENV)/requirements-no-deps.txt
-	$(TRITON_VENV)/bin/pip install -q --disable-pip-version-check -r $(TRITON_VENV)/requirements.txt
-	$(TRITON_VENV)/bin/pip install -q --disable-pip-version-check --no-deps -r $(TRITON_VENV)/requirements-no-deps.txt
-	touch $@
+# The lab's own venv, every pin from platform_matrix/matrix.yml (serving_lab), locked in
+# requirements-triton.lock and requirements-triton-no-deps.lock (the Triton wheel, installed
+# without its dependencies: PyTriton's Python side is not used); see the Makefile's venv rules.
+.PHONY: $(TRITON_VENV)/.stamp
+$(TRITON_VENV)/.stamp: | deps $(VENV)/.stamp
+	$(LOCKED_ENVS) ensure $(TRITON_VENV) --python $(TRITON_PYTHON)
 
 serve-lab: deps venv $(TRITON_VENV)/.stamp
 	$(SERVE_LAB) up
