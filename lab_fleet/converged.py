@@ -39,6 +39,7 @@ NODE_INPUTS = (
     "platform_matrix",
 )
 SKIPPED_NAMES = {"__pycache__", "hosts.yml"}  # bytecode, and the inventory `scripts/lab up` writes
+SKIPPED_SUFFIXES = {".md", ".pyc"}  # the docs beside the code reach no node
 # What runs the playbooks and the filter plugins; the other pins of requirements.txt never reach a node.
 NODE_PINS = ("ansible", "ansible-core", "mitogen", "jsonschema", "pyyaml")
 
@@ -50,7 +51,8 @@ def _input_files(root: Path) -> Iterator[Path]:
             yield path
             continue
         for file in sorted(path.rglob("*")):
-            if file.is_file() and not SKIPPED_NAMES.intersection(file.relative_to(root).parts):
+            skipped = file.suffix in SKIPPED_SUFFIXES or SKIPPED_NAMES.intersection(file.relative_to(root).parts)
+            if file.is_file() and not skipped:
                 yield file
 
 
