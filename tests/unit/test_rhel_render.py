@@ -23,8 +23,6 @@ be built from the archives reachable here).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +31,9 @@ import pytest
 import yaml
 
 from platform_matrix import load
+from tests.unit.recorded_node import run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
-PYTHON = REPO / ".venv" / "bin" / "python"
 MATRIX = load().data
 SOURCE = MATRIX["operating_systems"]["RedHat"]["driver_source"]
 PINNED = MATRIX["nvidia_driver"]["sources"][SOURCE]
@@ -159,8 +157,6 @@ def run(
     forced: dict[str, Any] | None = None,
 ) -> Run:
     """One play: read_state, then dnf. `extra` are play vars; `forced` are extra vars (-e), over role vars too."""
-    answers = tmp_path / "answers.json"
-    answers.write_text(json.dumps(node.answers()))
     play = [
         {
             "name": "A recorded RedHat 9 node",
@@ -176,19 +172,9 @@ def run(
     ]
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump(play, sort_keys=False))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_STRATEGY": "linear",
-        "ANSIBLE_GATHERING": "explicit",
-        "ANSIBLE_CACHE_PLUGIN": "memory",
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-    }
-    command = [str(PYTHON), "-m", "tests.unit.recorded_node", str(answers), "-i", "rhel9,", "-c", "local"]
-    command += [str(playbook), *(["--check"] if check else []), *(["-e", json.dumps(forced)] if forced else [])]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=120)
+    args = ["-i", "rhel9,", "-c", "local", str(playbook), *(["--check"] if check else [])]
+    args += ["-e", json.dumps(forced)] if forced else []
+    done = run_playbook(node.answers(), args, tmp_path, timeout=120)
     assert done.stdout.startswith("{"), f"ansible-playbook rc={done.returncode}\n{done.stdout}\n{done.stderr}"
     return Run(json.loads(done.stdout), done.stderr)
 
