@@ -6,7 +6,9 @@
 
 Each gate runs as `make GATE`, its output shown and kept in reports/logs/GATE.log. A `--beside` gate
 runs in a second lane, next to the others, once the first gate (the environments) has finished; its
-output goes to its log, whose tail is shown at the end when it fails. pytest inside a gate
+output goes to its log, whose tail is shown at the end when it fails. A SIGTERM (a CI timeout) or
+Ctrl-C is passed on to the running gates' process groups as SIGINT, so their fixtures stop what they
+started and pytest still writes its report, and the summary of what ran is printed. pytest inside a gate
 writes reports/junit/GATE.xml (through PYTEST_ADDOPTS), which holds every test's outcome, duration
 and skip reason. The summary is one screen: each gate's wall time and exit status, passed, failed
 and skipped tests, every skip with its reason, and the slowest tests. Standard library only: it
@@ -33,6 +35,7 @@ from typing import TextIO
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports"
 SLOWEST = 12
+STOP_TIMEOUT_S = 180  # a gate's teardown after an interrupt: VMs powered off, servers stopped
 
 
 @dataclass
@@ -94,7 +97,26 @@ def _start(gate: str, stdout: int | TextIO) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         bufsize=1,
+        start_new_session=True,  # its own process group: an interrupt reaches it once, from here
     )
+
+
+def _interrupt(process: subprocess.Popen[str]) -> int:
+    """SIGINT to a gate's process group, then its exit status (SIGKILL after STOP_TIMEOUT_S)."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGINT)
+            return process.wait(timeout=STOP_TIMEOUT_S)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+    return process.wait()
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the gates' teardown must not be cut
+    raise KeyboardInterrupt
 
 
 def _finish(gate: str, started: float, rc: int, ended: float | None = None) -> GateResult:
@@ -116,8 +138,8 @@ def run_gate(gate: str) -> GateResult:
                 sys.stdout.write(line)
                 log.write(line)
             rc = process.wait()
-        except KeyboardInterrupt:  # make passes the interrupt on to the gate's processes
-            rc = process.wait()
+        except KeyboardInterrupt:
+            _finish(gate, started, _interrupt(process))
             raise
     return _finish(gate, started, rc)
 
@@ -152,12 +174,7 @@ class BesideGate:
         return _finish(self.gate, self.started, rc, self.finished_at)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # make passes it on: every fixture's teardown runs
-            try:
-                self.process.wait(timeout=300)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        _finish(self.gate, self.started, _interrupt(self.process), self.finished_at)
         self.log.close()
 
 
@@ -195,7 +212,7 @@ def summary(results: list[GateResult]) -> str:
     for r in results:
         counts.update(r.outcomes)
     lines.append(
-        f"{'elapsed':<22} {_minutes(total):>6} {max((r.rc for r in results), default=0):>4} "
+        f"{'elapsed':<22} {_minutes(total):>6} {next((r.rc for r in results if r.rc), 0):>4} "
         f"{counts['passed']:>7} {counts['failed']:>7} {counts['skipped']:>8}"
     )
     skips = [(r.gate, test, reason) for r in results for test, reason in r.skips]
@@ -226,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub.add_parser("summary", help="print the summary of the last run")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     if args.command == "summary":
         print(write_summary(load_results()))
         return 0
@@ -244,13 +262,15 @@ def main(argv: list[str] | None = None) -> int:
             if index == 0:
                 beside = [BesideGate(name) for name in args.beside]
         results += [lane.wait() for lane in beside]
-        beside = []
         elapsed = {"elapsed_s": round(time.monotonic() - started, 1)}
         (REPORTS / "gates" / "run.json").write_text(json.dumps(elapsed))
-    finally:
+    except KeyboardInterrupt:
         for lane in beside:
             lane.stop()
         print(write_summary(load_results()), flush=True)
+        print("\ninterrupted: the running gates were stopped", file=sys.stderr)
+        return 130
+    print(write_summary(load_results()), flush=True)
     failed = [r.gate for r in results if r.rc != 0]
     if failed:
         print(f"\nfailed gates: {', '.join(failed)}", file=sys.stderr)
