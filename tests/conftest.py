@@ -19,6 +19,21 @@ def _sigterm_runs_teardown() -> Iterator[None]:
         yield
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reverse",
+        action="store_true",
+        help="run the selected tests last first (no test may rely on another's leftovers)",
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--reverse: the last test first. Module- and session-scoped fixtures still set up once per module."""
+    if config.getoption("--reverse"):
+        items.reverse()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
     """Under CI=true a test skipped for a missing tool (tests/tools.py) fails instead."""

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -30,6 +29,7 @@ from model_repo_check.tritonserver.processes import (
     wait_for,
     wait_ready,
 )
+from tests.ports import taken_port
 
 pytestmark = pytest.mark.serving_lab
 
@@ -136,15 +136,6 @@ def test_a_broken_model_repository_fails_up_with_tritons_reason_and_stops_alertm
         assert started_pids(tmp_path / "lab") == []
     finally:
         lab.down()  # has work to do only when `up` wrongly succeeded or left a process
-
-
-@contextmanager
-def taken_port() -> Iterator[int]:
-    """A loopback port that a socket listens on until the block ends."""
-    with socket.socket() as taken:
-        taken.bind((LOOPBACK, 0))
-        taken.listen()
-        yield taken.getsockname()[1]
 
 
 def test_ports_taken_before_the_servers_bind_them_are_retried_on_new_ports(

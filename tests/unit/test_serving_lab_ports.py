@@ -4,16 +4,15 @@ which like the lab's servers exits saying "Address already in use"."""
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from lab_fleet.serving import PORT_ATTEMPTS, port_taken, start_on_free_ports
 from model_repo_check.tritonserver.processes import LOOPBACK, ServerError, ServerProcess, free_port
+from tests.ports import taken_port
 
 
 class HttpServer(ServerProcess):
@@ -32,14 +31,6 @@ class HttpServer(ServerProcess):
         self.started.append(port)
         argv = self.argv or [sys.executable, "-m", "http.server", "--bind", LOOPBACK, str(port)]
         self._launch(argv, {}, f"http://{LOOPBACK}:{port}/", timeout)
-
-
-@contextmanager
-def taken_port() -> Iterator[int]:
-    with socket.socket() as taken:
-        taken.bind((LOOPBACK, 0))
-        taken.listen()
-        yield taken.getsockname()[1]
 
 
 def test_a_start_on_a_taken_port_is_retried_on_the_next(tmp_path: Path) -> None:
