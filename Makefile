@@ -81,10 +81,11 @@ test-lab: deps venv
 # each with its JUnit report and log under reports/, then a one-screen summary (wall time per gate,
 # passed/failed/skipped, every skip with its reason, the slowest tests). The first gate, envs,
 # installs every tool and environment, so that no later gate's time is an install's.
-# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk. With LANES=2 the VM lab
-# runs in a second lane, beside the other gates, once the environments exist.
+# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk. The VM lab (one qemu
+# process, one core) runs in a second lane beside the other gates once the environments exist;
+# LANES=1 runs every gate one after another.
 GATES = envs lint test-offline $(TEST_TARGETS)
-LANES ?= 1
+LANES ?= 2
 test:
 	$(PYTHON) -m tests.gates run $(GATES) $(if $(filter 2,$(LANES)),--beside) test-lab
 
