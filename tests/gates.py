@@ -130,16 +130,18 @@ def run_gate(gate: str) -> GateResult:
     """`make GATE` with its output shown and logged."""
     print(f"\n=== gate {gate}: make {gate}", flush=True)
     started = time.monotonic()
+    process: subprocess.Popen[str] | None = None
     with (REPORTS / "logs" / f"{gate}.log").open("w") as log:
-        process = _start(gate, subprocess.PIPE)
-        assert process.stdout is not None
-        try:
+        try:  # an interrupt can land anywhere from here on, the start included
+            process = _start(gate, subprocess.PIPE)
+            assert process.stdout is not None
             for line in process.stdout:
                 sys.stdout.write(line)
                 log.write(line)
             rc = process.wait()
         except KeyboardInterrupt:
-            _finish(gate, started, _interrupt(process))
+            if process is not None:
+                _finish(gate, started, _interrupt(process))
             raise
     return _finish(gate, started, rc)
 
