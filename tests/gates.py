@@ -246,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("summary", help="print the summary of the last run")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    # Started as a background job (`make test &` in a script), this runner inherits SIGINT ignored, and so
+    # would every gate: the interrupt that stops them would do nothing. A handler is reset by exec, so
+    # each gate starts with SIGINT's default again.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.command == "summary":
         print(write_summary(load_results()))
         return 0

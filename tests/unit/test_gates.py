@@ -56,7 +56,12 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _as_a_background_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a shell without job control does to `cmd &`
+
+
 def gates(project: Path, *args: str) -> subprocess.Popen[str]:
+    """The runner as CI may start it: in the background, with SIGINT ignored."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     return subprocess.Popen(
         [sys.executable, "-m", "tests.gates", "run", *args],
@@ -65,6 +70,7 @@ def gates(project: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_as_a_background_job,
     )
 
 
