@@ -71,11 +71,17 @@ lint: venv
 	    || { echo "syntax-check failed: $$p"; exit 1; }; echo "syntax ok: $$p"; done
 
 # promtool, amtool, gcc and containerd come from deps: without them the offline tests would skip.
+# Two xdist workers, a test file each at a time (its module fixtures built once); OFFLINE_WORKERS=0
+# runs them in this process.
+OFFLINE_WORKERS ?= 2
 test-offline: deps venv .venv-checkov/.stamp .cache/argo-rollouts-schema/.stamp
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m "not lab and not serving_lab"
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m "not lab and not serving_lab" -n $(OFFLINE_WORKERS) --dist loadfile
 
+# Two xdist workers, a test file (one VM) each at a time: once the converged image exists, two VMs
+# run at once (tests/lab/conftest.py: one worker produces the image, the other judges the same runs).
+LAB_WORKERS ?= 2
 test-lab: deps venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m lab
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile tests/lab
 
 # `make test` runs each gate as `make GATE` through tests/gates.py: all of them, failures included,
 # each with its JUnit report and log under reports/, then a one-screen summary (wall time per gate,

@@ -172,6 +172,21 @@ def booted(tmp_path_factory: pytest.TempPathFactory, label: str, backing: Path |
         node.lab.destroy(drop_image=False)
 
 
+def _session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder every process of this pytest session sees: xdist's workers each get a folder below it."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _save_runs(path: Path, runs: fresh_node.Runs) -> None:
+    data = {key: [run.args, run.returncode, run.stdout, run.stderr] for key, run in runs.items()}
+    path.write_text(json.dumps(data))
+
+
+def _load_runs(path: Path) -> fresh_node.Runs:
+    return {key: subprocess.CompletedProcess(*fields) for key, fields in json.loads(path.read_text()).items()}
+
+
 @pytest.fixture(scope="session")
 def fresh_proofs(tmp_path_factory: pytest.TempPathFactory) -> FreshProofs:
     """The converged image of the node inputs as they are now (lab_fleet/converged.py).
@@ -179,28 +194,50 @@ def fresh_proofs(tmp_path_factory: pytest.TempPathFactory) -> FreshProofs:
     Missing from the cache, it is produced here: a node booted from the base image gets the four
     fresh-node runs (tests/lab/fresh_node.py), every judge must pass, and only then is the node
     powered down and its disk kept. Present, it is used as it is and no fresh node is booted.
+    Under xdist one worker produces it while the others wait on its lock; they then judge the
+    same runs, kept in the session's folder, and a failed production fails them all at once
+    instead of making each worker try again.
     """
     if os.environ.get(REUSE_ENV):
         return FreshProofs(image=None, absent=f"{REUSE_ENV} reuses a running node")
     image = converged.cached(Lab.from_environment().cache_dir)
+    session_runs = _session_dir(tmp_path_factory) / f"fresh-runs-{image.directory.name}.json"
+    session_failure = session_runs.with_suffix(".failed")
     with converged.producing(image) as needed:
+        if session_failure.exists():
+            pytest.fail(
+                f"the fresh-node proofs failed in this session, on another worker: {session_failure.read_text()}"
+            )
+        if session_runs.exists():
+            return FreshProofs(image=image, runs=_load_runs(session_runs))
         if not needed:
             return FreshProofs(image=image, absent=f"{image.describe()} (cached; a node input change reruns them)")
-        runs: fresh_node.Runs = {}
-        with booted(tmp_path_factory, "fresh", backing=None) as node:
-            runs["check"] = node.playbook("playbooks/site.yml", "--check", "--diff")
-            no_reboot = json.dumps({"nvidia_driver_reboot_allowed": False})
-            # The first install (dpkg and two initramfs rebuilds under TCG) took 20 min on a quiet
-            # machine and over 30 with two more agents' tests sharing the two cores.
-            runs["refused"] = node.playbook("playbooks/site.yml", "-e", no_reboot, timeout=FIRST_INSTALL_TIMEOUT_S)
-            runs["converge"] = node.playbook("playbooks/site.yml", timeout=FIRST_INSTALL_TIMEOUT_S)
-            fresh_node.judge_converge(runs)
-            runs["noop"] = node.playbook("playbooks/site.yml")
-            for judge in fresh_node.JUDGES.values():
-                judge(runs)
-            node.lab.down()  # an ACPI power-down: the guest flushes its disk before qemu exits
-            converged.save(image, node.lab.node(node.name).disk, proofs=list(fresh_node.JUDGES))
+        try:
+            runs = _produce(tmp_path_factory, image)
+        except BaseException as error:
+            session_failure.write_text(f"{type(error).__name__}: {str(error)[:2000]}")
+            raise
+        _save_runs(session_runs, runs)
     return FreshProofs(image=image, runs=runs)
+
+
+def _produce(tmp_path_factory: pytest.TempPathFactory, image: converged.ConvergedImage) -> fresh_node.Runs:
+    """The four fresh-node runs on a node booted from the base image; its disk kept when every judge passes."""
+    runs: fresh_node.Runs = {}
+    with booted(tmp_path_factory, "fresh", backing=None) as node:
+        runs["check"] = node.playbook("playbooks/site.yml", "--check", "--diff")
+        no_reboot = json.dumps({"nvidia_driver_reboot_allowed": False})
+        # The first install (dpkg and two initramfs rebuilds under TCG) took 20 min on a quiet
+        # machine and over 30 with two more agents' tests sharing the two cores.
+        runs["refused"] = node.playbook("playbooks/site.yml", "-e", no_reboot, timeout=FIRST_INSTALL_TIMEOUT_S)
+        runs["converge"] = node.playbook("playbooks/site.yml", timeout=FIRST_INSTALL_TIMEOUT_S)
+        fresh_node.judge_converge(runs)
+        runs["noop"] = node.playbook("playbooks/site.yml")
+        for judge in fresh_node.JUDGES.values():
+            judge(runs)
+        node.lab.down()  # an ACPI power-down: the guest flushes its disk before qemu exits
+        converged.save(image, node.lab.node(node.name).disk, proofs=list(fresh_node.JUDGES))
+    return runs
 
 
 @pytest.fixture(scope="module")
