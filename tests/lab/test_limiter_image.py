@@ -76,6 +76,7 @@ class Image:
 @dataclass
 class Deployed:
     lab: LimiterLab
+    tag: str
     run: CtrRun
     triton: Pod
     etl: Pod
@@ -122,11 +123,24 @@ def limiter(lab_node: LabNode, image: Image) -> Iterator[Deployed]:
         REPORT["agent_ready_s"] = round(lab.start_agent(image.tag, run), 1)
         baseline = lab.baseline(5)
         REPORT["disk_write_baseline_mb_s"] = round(baseline / MB, 1)
-        yield Deployed(lab, run, triton, etl, baseline, [triton, etl])
+        yield Deployed(lab, image.tag, run, triton, etl, baseline, [triton, etl])
     finally:
         print(f"\nagent log (tail):\n{lab.agent_log()[-6000:]}")
         lab.cleanup()
         print("limiter image lab:", json.dumps(REPORT, indent=1))
+
+
+@pytest.fixture(autouse=True)
+def agent_running(request: pytest.FixtureRequest) -> None:
+    """Each test of the deployed agent starts with it running, whichever test ran before (the SIGTERM
+    test stops it): the tests pass in any order."""
+    if "limiter" not in request.fixturenames:
+        return
+    deployed: Deployed = request.getfixturevalue("limiter")
+    lab = deployed.lab
+    if lab.node.run(f"test -s {REMOTE}/agent.rc", check=False).returncode == 0:
+        lab.node.run(f"rm -f {REMOTE}/agent.rc")
+        lab.start_agent(deployed.tag, deployed.run)
 
 
 def unlimited(io_max_seen: list[str]) -> bool:
@@ -277,8 +291,22 @@ def test_c_a_protected_pod_writing_alone_is_never_throttled(limiter: Deployed) -
 
 def test_sigterm_ends_the_agent_with_status_0_and_removes_every_limit(limiter: Deployed) -> None:
     lab = limiter.lab
-    assert lab.stop_agent() == "0", lab.agent_log()
-    assert "exit: limits removed" in lab.agent_log()
-    for pod in limiter.pods:
-        io_max = lab.node.run(f"cat {pod.cgroup}/io.max").stdout
-        assert limits(io_max) == {}, f"{pod.name} keeps a limit after the agent's exit: {io_max!r}"
+    held = Pod(
+        "held-0", "batch", "guaranteed", labels={"app": "held"},
+        annotations={f"{ANNOTATION}io-max": f"{lab.device} wbps={STATIC}"},
+    )  # fmt: skip
+    limiter.pods.append(held)
+    lab.write_pods(limiter.pods)
+    got = lab.probe(
+        "appear", "--cgroup", held.cgroup, "--token", f"wbps={STATIC}", "--timeout", "30",
+        "--run", lab.launch(held, writer(f"{DATA}/held.img")), timeout=90,
+    )  # fmt: skip
+    assert got["limited"] is not None, f"no limit to remove: {held.cgroup} not limited; io.max {got['io_max']!r}"
+    try:
+        assert lab.stop_agent() == "0", lab.agent_log()
+        assert "exit: limits removed" in lab.agent_log()
+        for pod in limiter.pods:  # a pod whose scope has ended has no cgroup, and so no limit
+            io_max = lab.node.run(f"cat {pod.cgroup}/io.max 2>/dev/null", check=False).stdout
+            assert limits(io_max) == {}, f"{pod.name} keeps a limit after the agent's exit: {io_max!r}"
+    finally:
+        lab.stop(held)
