@@ -9,12 +9,13 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from monitoring import spec
+from monitoring import alerting, spec
 
 HERE = Path(__file__).resolve().parent
 ALERTMANAGER = HERE / "alertmanager.yml"
@@ -83,12 +84,6 @@ def unit_tests(paths: list[Path]) -> list[str]:
     ]
 
 
-def _routes(route: Mapping[str, Any], where: str = "route") -> Iterator[tuple[str, Mapping[str, Any]]]:
-    yield where, route
-    for index, child in enumerate(route.get("routes") or []):
-        yield from _routes(child, f"{where}.routes[{index}]")
-
-
 def describe(where: str, route: Mapping[str, Any]) -> str:
     matchers = ", ".join(route.get("matchers") or [])
     return f"{where} ({matchers})" if matchers else where
@@ -96,20 +91,30 @@ def describe(where: str, route: Mapping[str, Any]) -> str:
 
 def routes(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """(path, route) of every route of an Alertmanager config, the root first."""
-    return list(_routes(config.get("route") or {}))
+    return list(alerting.routes(config))
+
+
+@contextmanager
+def _for_amtool(path: Path) -> Iterator[Path]:
+    """A copy of the config that Debian's amtool (0.25, no `url_file`) reads: each webhook's URL
+    a placeholder in the name of its Secret key, everything else as written."""
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    urls = {key: f"http://{key or 'missing'}.receivers.invalid/" for key in alerting.secret_keys(config)}
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder) / path.name
+        copy.write_text(yaml.safe_dump(alerting.with_urls(config, urls), sort_keys=False), encoding="utf-8")
+        yield copy
 
 
 def alertmanager_config(path: Path = ALERTMANAGER) -> list[str]:
-    """amtool check-config, and each route whose receiver is not defined, named by its path."""
-    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    receivers = {receiver.get("name") for receiver in config.get("receivers") or []}
-    found = [
-        f"{relative(path)}: {describe(where, route)}: receiver {route['receiver']!r} is not defined"
-        f" (receivers: {', '.join(sorted(map(str, receivers)))})"
-        for where, route in routes(config)
-        if "receiver" in route and route["receiver"] not in receivers
-    ]
-    return found + _failure(path, "amtool check-config", _run("amtool", "check-config", str(path)))
+    """monitoring.alerting's problems (undefined receivers, URLs not read from the Secret), then
+    amtool check-config."""
+    found = alerting.problems(yaml.safe_load(path.read_text(encoding="utf-8")), relative(path))
+    if found:
+        return found
+    with _for_amtool(path) as copy:
+        result = _run("amtool", "check-config", str(copy))
+    return _failure(path, "amtool check-config", result)
 
 
 def route_cases(path: Path = ROUTE_TESTS) -> list[dict[str, Any]]:
@@ -119,25 +124,26 @@ def route_cases(path: Path = ROUTE_TESTS) -> list[dict[str, Any]]:
 def route_tests(config: Path = ALERTMANAGER, cases: Path = ROUTE_TESTS) -> list[str]:
     """amtool config routes test for each case: its labels must reach exactly its receivers."""
     found = []
-    for case in route_cases(cases):
-        labels = [f"{name}={value}" for name, value in case["labels"].items()]
-        result = _run(
-            "amtool",
-            "config",
-            "routes",
-            "test",
-            f"--config.file={config}",
-            f"--verify.receivers={','.join(case['receivers'])}",
-            *labels,
-        )
-        if result.returncode:
-            output = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-            mismatch = any(line.startswith("WARNING: Expected receivers did not match") for line in output)
-            got = f"reached {output[0]}" if mismatch else "failed: " + " ".join(_clean(output))
-            found.append(
-                f"{relative(cases)}: case {case['name']!r} ({case['route']} of {relative(config)}):"
-                f" {' '.join(labels)} {got}, expected {','.join(case['receivers'])}"
+    with _for_amtool(config) as readable:
+        for case in route_cases(cases):
+            labels = [f"{name}={value}" for name, value in case["labels"].items()]
+            result = _run(
+                "amtool",
+                "config",
+                "routes",
+                "test",
+                f"--config.file={readable}",
+                f"--verify.receivers={','.join(case['receivers'])}",
+                *labels,
             )
+            if result.returncode:
+                output = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+                mismatch = any(line.startswith("WARNING: Expected receivers did not match") for line in output)
+                got = f"reached {output[0]}" if mismatch else "failed: " + " ".join(_clean(output))
+                found.append(
+                    f"{relative(cases)}: case {case['name']!r} ({case['route']} of {relative(config)}):"
+                    f" {' '.join(labels)} {got}, expected {','.join(case['receivers'])}"
+                )
     return found
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import platform_matrix
+from monitoring import spec
 from monitoring.spec import Group, Rule, alert, group, record
 from serving.drift.settings import DRIFT_SHARE
 
@@ -419,6 +420,25 @@ def gateway_alerts() -> Group:
     )
 
 
+def heartbeat() -> Group:
+    """Watchdog always fires, so Alertmanager notifies the heartbeat receiver every minute: when
+    the notifications stop, the dead man's switch behind that receiver raises its own alarm (a
+    dead Prometheus or Alertmanager cannot page). kube-prometheus-stack's own Watchdog is disabled
+    (pulumi/gpu_serving/charts.py), so this one is the only one."""
+    return group(
+        "heartbeat",
+        alert(
+            spec.HEARTBEAT_ALERT,
+            "vector(1)",
+            for_="0m",
+            severity=spec.HEARTBEAT_SEVERITY,
+            summary="Always firing: the heartbeat of the alerting pipeline.",
+            description="Value {{ $value }}, cluster {{ $labels.cluster }}: Prometheus evaluates rules and"
+            " Alertmanager delivers them; the heartbeat receiver alarms when these notifications stop.",
+        ),
+    )
+
+
 def groups() -> list[Group]:
     return [
         golden_signals(),
@@ -429,4 +449,5 @@ def groups() -> list[Group]:
         drift_alerts(),
         gateway_rules(),
         gateway_alerts(),
+        heartbeat(),
     ]

@@ -2,8 +2,9 @@
 
 `record()` and `alert()` build the plain dicts of a Prometheus rule file; `problems()` reads a
 rule file's document (generated or not) and names the file, group and rule of each problem:
-an alert without a `severity` of page or ticket, without `summary`, `description` (quoting
-`$value` and `$labels`) or a `runbook_url` that points at a section of monitoring/runbook.md.
+an alert without a `severity` of page or ticket (the heartbeat Watchdog: none), without
+`summary`, `description` (quoting `$value` and `$labels`) or a `runbook_url` that points at a
+section of monitoring/runbook.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ Rule = dict[str, Any]
 Group = dict[str, Any]
 
 SEVERITIES = ("page", "ticket")
+# The alert that always fires; its notifications are the heartbeat (monitoring/alertmanager.yml
+# routes it to the heartbeat receiver). Severity "none", as kube-prometheus-stack's own Watchdog.
+HEARTBEAT_ALERT = "Watchdog"
+HEARTBEAT_SEVERITY = "none"
 RUNBOOK = Path(__file__).resolve().parent / "runbook.md"
 # Where the repository is browsed (gitRepoURL of pulumi/Pulumi.*.yaml, a test keeps them equal).
 REPOSITORY_URL = "https://git.example.com/platform/gpu-serving-iac"
@@ -75,7 +80,10 @@ def runbook_anchors(runbook: Path = RUNBOOK) -> set[str]:
 def _alert_problems(rule: Rule, anchors: set[str]) -> Iterator[str]:
     labels = rule.get("labels") or {}
     annotations = rule.get("annotations") or {}
-    if labels.get("severity") not in SEVERITIES:
+    if rule.get("alert") == HEARTBEAT_ALERT:
+        if labels.get("severity") != HEARTBEAT_SEVERITY:
+            yield f"is the heartbeat: its severity must be {HEARTBEAT_SEVERITY} (labels: {dict(labels)})"
+    elif labels.get("severity") not in SEVERITIES:
         yield f"has no severity label of {' or '.join(SEVERITIES)} (labels: {dict(labels)})"
     for key in ("summary", "description", "runbook_url"):
         if not str(annotations.get(key, "")).strip():

@@ -116,23 +116,42 @@ def test_a_failing_unit_test_names_its_file_and_the_alert(tmp_path):
 @needs_amtool
 def test_a_route_to_an_unknown_receiver_names_the_file_and_the_route(tmp_path):
     config = yaml.safe_load(checks.ALERTMANAGER.read_text(encoding="utf-8"))
-    config["route"]["routes"][0]["receiver"] = "pager"
+    config["route"]["routes"][1]["receiver"] = "pager"
     path = tmp_path / "alertmanager.yml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    ours, amtool = checks.alertmanager_config(path)
-    assert ours == (
-        f"{path}: route.routes[0] (severity=\"page\"): receiver 'pager' is not defined (receivers: page, ticket)"
-    )
-    assert amtool.startswith(f"{path}: amtool check-config failed:") and 'undefined receiver "pager"' in amtool
+    assert checks.alertmanager_config(path) == [
+        f"{path}: route.routes[1].receiver: 'pager' is not a receiver (page, ticket, heartbeat, null)"
+    ]
+
+
+@needs_amtool
+def test_what_only_amtool_finds_names_the_file(tmp_path):
+    config = yaml.safe_load(checks.ALERTMANAGER.read_text(encoding="utf-8"))
+    config["route"]["group_wait"] = "thirty seconds"
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    (problem,) = checks.alertmanager_config(path)
+    assert problem.startswith(f"{path}: amtool check-config failed:") and "thirty seconds" in problem
+
+
+def test_a_receiver_url_written_in_git_is_refused_naming_the_webhook(tmp_path):
+    config = yaml.safe_load(checks.ALERTMANAGER.read_text(encoding="utf-8"))
+    hook = config["receivers"][0]["webhook_configs"][0]
+    hook["url"] = "https://events.example.com/secret-token"
+    del hook["url_file"]
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    (problem,) = checks.alertmanager_config(path)
+    assert problem.startswith(f"{path}: receivers[0].webhook_configs[0] (receiver 'page'): a URL is a secret")
 
 
 @needs_amtool
 def test_a_route_case_that_reaches_another_receiver_names_the_case(tmp_path):
     cases = tmp_path / "cases.yml"
-    case = {"name": "pages go to tickets", "route": "route.routes[0]", "labels": {"severity": "page"}}
+    case = {"name": "pages go to tickets", "route": "route.routes[1]", "labels": {"severity": "page"}}
     cases.write_text(yaml.safe_dump([{**case, "receivers": ["ticket"]}]), encoding="utf-8")
     assert checks.route_tests(cases=cases) == [
-        f"{cases}: case 'pages go to tickets' (route.routes[0] of monitoring/alertmanager.yml):"
+        f"{cases}: case 'pages go to tickets' (route.routes[1] of monitoring/alertmanager.yml):"
         " severity=page reached page, expected ticket"
     ]
 
