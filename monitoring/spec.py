@@ -9,6 +9,7 @@ section of monitoring/runbook.md.
 
 from __future__ import annotations
 
+import copy
 import re
 import textwrap
 from collections.abc import Iterator, Mapping
@@ -71,6 +72,21 @@ def alert(
         "runbook_url": runbook_url(name),
     }
     return rule
+
+
+def with_runbook(document: Mapping[str, Any], runbook: str) -> dict[str, Any]:
+    """A rule document whose every runbook_url points at the same section of `runbook` (an
+    environment's URL of monitoring/runbook.md) instead of RUNBOOK_URL."""
+    result = copy.deepcopy(dict(document))
+    for rule_group in result["groups"]:
+        for rule in rule_group["rules"]:
+            annotations = rule.get("annotations") or {}
+            if "runbook_url" in annotations:
+                base, _, fragment = annotations["runbook_url"].partition("#")
+                if base != RUNBOOK_URL:
+                    raise ValueError(f"alert {rule.get('alert')!r}: runbook_url {base!r} is not {RUNBOOK_URL}")
+                annotations["runbook_url"] = f"{runbook}#{fragment}"
+    return result
 
 
 def runbook_anchors(runbook: Path = RUNBOOK) -> set[str]:

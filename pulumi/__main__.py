@@ -1,7 +1,8 @@
 """`pulumi up -s <env>`: the stack config is read and checked once, then the components are wired.
 
 delivery `pulumi`: Pulumi installs every component and Argo CD syncs only the add-ons.
-delivery `argocd`: Pulumi installs Argo CD, the Grafana admin Secret and the app-of-apps;
+delivery `argocd`: Pulumi installs Argo CD, the Grafana admin Secret, the Alertmanager
+receivers' Secret and the app-of-apps;
 Argo CD syncs everything else from the rendered deploy/serving/<env>/ in git.
 """
 
@@ -12,7 +13,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_serving, beside 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # platform_matrix, at the repo root
 
 from gpu_serving import gitops, serving_layer
-from gpu_serving.components import ArgoCD, ArgoRollouts, Gateway, GrafanaAdmin, Istio, Monitoring, Triton
+from gpu_serving.components import (
+    AlertReceivers,
+    ArgoCD,
+    ArgoRollouts,
+    Gateway,
+    GrafanaAdmin,
+    Istio,
+    Monitoring,
+    Triton,
+)
 from gpu_serving.config import from_pulumi
 
 import pulumi
@@ -21,7 +31,7 @@ cfg, secrets = from_pulumi()
 
 if cfg.delivery == "pulumi":
     istio = Istio("istio", cfg)
-    monitoring = Monitoring("monitoring", cfg, secrets.grafana_admin_password)
+    monitoring = Monitoring("monitoring", cfg, secrets)
     # The controller's ServiceMonitor needs the operator CRDs of kube-prometheus-stack.
     rollouts = ArgoRollouts("argo-rollouts", cfg, pulumi.ResourceOptions(depends_on=[monitoring.stack]))
     # Sidecar injection needs istiod, the ServiceMonitor the operator CRDs, the Rollout and its
@@ -32,7 +42,8 @@ if cfg.delivery == "pulumi":
     istio.route_gateway(cfg, gateway)
     ArgoCD("argocd", cfg, [gitops.addons_application(cfg)])
 else:
-    GrafanaAdmin("grafana-admin", cfg, secrets.grafana_admin_password)
+    admin = GrafanaAdmin("grafana-admin", cfg, secrets.grafana_admin_password)
+    AlertReceivers("alert-receivers", cfg, secrets.receiver_urls, admin.namespace)
     ArgoCD("argocd", cfg, [gitops.root_application(cfg)])
 
 pulumi.export("tritonService", f"{cfg.triton.namespace}/triton")

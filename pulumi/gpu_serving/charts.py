@@ -12,7 +12,9 @@ from typing import Any
 
 from gpu_serving.config import ChartPin, Resources, StackConfig
 from gpu_serving.manifests import GRAFANA_ADMIN_SECRET, ISTIO_NAMESPACE, QUEUE_METRIC
+from monitoring.alerting import RECEIVERS_SECRET
 from monitoring.rules import POD_QUEUE_TIME
+from monitoring.spec import HEARTBEAT_ALERT
 
 PROMETHEUS_NAME = "kps"  # fullnameOverride: the Prometheus service is kps-prometheus
 
@@ -41,6 +43,15 @@ def kube_prometheus_stack(cfg: StackConfig) -> Release:
         wave=-2,
         values={
             "fullnameOverride": PROMETHEUS_NAME,
+            # The chart's own Watchdog is off: monitoring/rules.py has the one heartbeat.
+            "defaultRules": {"disabled": {HEARTBEAT_ALERT: True}},
+            # monitoring/alertmanager.yml as it is: its receivers read their URLs from the files
+            # of the Secret RECEIVERS_SECRET (made by Pulumi from the stack's secrets), which the
+            # operator mounts under /etc/alertmanager/secrets/.
+            "alertmanager": {
+                "config": dict(monitoring.alertmanager),
+                "alertmanagerSpec": {"secrets": [RECEIVERS_SECRET]},
+            },
             "prometheus": {
                 "prometheusSpec": {
                     "retention": monitoring.retention,

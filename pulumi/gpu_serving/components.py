@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pulumi_kubernetes as k8s
 
 import pulumi
 from gpu_serving import charts, manifests, projects, serving_layer
-from gpu_serving.config import StackConfig
+from gpu_serving.config import Secrets, StackConfig
 from gpu_serving.manifests import Obj
 from gpu_serving.triton import triton_objects, triton_routing_objects
+from monitoring.alerting import RECEIVERS_SECRET
 
 TYPE = "gpu-serving:serving"
 
@@ -89,16 +90,46 @@ class GrafanaAdmin(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+class AlertReceivers(pulumi.ComponentResource):
+    """The Secret that kube-prometheus-stack's Alertmanager mounts (alertmanagerSpec.secrets):
+    one key per receiver of monitoring/alertmanager.yml, its URL from the stack's secret
+    alertReceiver<Key>. Git holds only the file names."""
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        urls: Mapping[str, pulumi.Output[str]],
+        namespace: k8s.core.v1.Namespace,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(f"{TYPE}:AlertReceivers", name, None, opts)
+        self.secret = k8s.core.v1.Secret(
+            RECEIVERS_SECRET,
+            metadata={"name": RECEIVERS_SECRET, "namespace": cfg.monitoring.namespace},
+            type="Opaque",
+            string_data={key: pulumi.Output.secret(url) for key, url in urls.items()},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+        )
+        self.register_outputs({})
+
+
 class Monitoring(pulumi.ComponentResource):
     """kube-prometheus-stack with Grafana and its dashboard sidecar, prometheus-adapter for
     the HPA's queue-time metric, the dashboards and the PrometheusRule of monitoring/."""
 
     def __init__(
-        self, name: str, cfg: StackConfig, password: pulumi.Output[str], opts: pulumi.ResourceOptions | None = None
+        self, name: str, cfg: StackConfig, secrets: Secrets, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(f"{TYPE}:Monitoring", name, None, opts)
-        self.admin = GrafanaAdmin(f"{name}-grafana-admin", cfg, password, pulumi.ResourceOptions(parent=self))
-        self.stack = _chart(charts.kube_prometheus_stack(cfg), self, [self.admin])
+        self.admin = GrafanaAdmin(
+            f"{name}-grafana-admin", cfg, secrets.grafana_admin_password, pulumi.ResourceOptions(parent=self)
+        )
+        receivers = f"{name}-alert-receivers"
+        self.receivers = AlertReceivers(
+            receivers, cfg, secrets.receiver_urls, self.admin.namespace, pulumi.ResourceOptions(parent=self)
+        )
+        self.stack = _chart(charts.kube_prometheus_stack(cfg), self, [self.admin, self.receivers])
         self.adapter = _chart(charts.prometheus_adapter(cfg), self, [self.stack])
         self.dashboards = _objects(f"{name}-dashboards", manifests.monitoring_objects(cfg), self, [self.admin])
         self.register_outputs({})

@@ -20,10 +20,33 @@ import pulumi
 from gpu_serving.analysis_names import TEMPLATES
 from gpu_serving.fleet import Fleet, FleetError, load_fleet
 from gpu_serving.quantity import parse_quantity
+from monitoring import alerting
 
 PROJECT = "gpu-serving"
 PULUMI_DIR = Path(__file__).resolve().parents[1]
-SECRET_KEYS = ("grafanaAdminPassword",)
+ALERTING_SOURCE = "monitoring/alertmanager.yml"
+
+
+def receiver_secret_key(key: str) -> str:
+    """The stack secret that holds the URL under `key` of the Secret alertmanager-receivers:
+    page -> alertReceiverPage."""
+    return f"alertReceiver{key[:1].upper()}{key[1:]}"
+
+
+def alerting_config() -> dict[str, Any]:
+    """monitoring/alertmanager.yml, checked; a ConfigError names its file and key."""
+    try:
+        return alerting.load(alerting.SOURCE)
+    except alerting.AlertingError as exc:
+        raise ConfigError(ALERTING_SOURCE, "", str(exc).removeprefix(f"{ALERTING_SOURCE}: ")) from exc
+
+
+def secret_keys() -> tuple[str, ...]:
+    """The stack's secrets: Grafana's admin password and one per receiver URL of
+    monitoring/alertmanager.yml."""
+    return ("grafanaAdminPassword", *map(receiver_secret_key, alerting.secret_keys(alerting_config())))
+
+
 KEYS = (
     "fleetInventory",
     "delivery",
@@ -40,6 +63,7 @@ MODEL_CONTROL_MODES = ("explicit", "none")
 _REPOSITORY = re.compile(r"^(s3|gs|as)://\S+$")
 _RETENTION = re.compile(r"^\d+(ms|s|m|h|d|w|y)$")
 _DURATION = re.compile(r"^[1-9]\d*(s|m|h)$")
+_RUNBOOK_URL = re.compile(r"^https?://[^\s#]+$")
 _GIT_URL = re.compile(r"^(https://|ssh://|git@)\S+$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # An image repository: a registry host (with an optional port), then lower-case path segments.
@@ -153,6 +177,8 @@ class Monitoring:
     retention: str
     prometheus_resources: Resources
     grafana_resources: Resources
+    runbook_url: str  # monitoring/runbook.md as this environment's people browse it
+    alertmanager: Mapping[str, Any]  # monitoring/alertmanager.yml, checked
 
 
 @dataclass(frozen=True)
@@ -480,20 +506,33 @@ def _drift_agent(reader: _Reader) -> DriftAgent:
     return DriftAgent(image=reader.image("image", IMAGE_PATHS["driftAgent"]), resources=reader.resources("resources"))
 
 
-def _monitoring(reader: _Reader) -> Monitoring:
-    reader.only("namespace", "retention", "prometheusResources", "grafanaResources")
+def _browsed_runbook(git_url: str, revision: str) -> str | None:
+    """monitoring/runbook.md in the web view of an https git remote (GitHub's and GitLab's
+    /blob/<revision>/ path); None for an ssh remote, which has no web address to derive."""
+    if not git_url.startswith("https://"):
+        return None
+    return f"{git_url.removesuffix('.git')}/blob/{revision}/monitoring/runbook.md"
+
+
+def _monitoring(reader: _Reader, git_url: str, revision: str) -> Monitoring:
+    reader.only("namespace", "retention", "prometheusResources", "grafanaResources", "runbookURL")
+    derived = _browsed_runbook(git_url, revision)
+    if derived is None and "runbookURL" not in reader.data:
+        reader.fail("gitRepoURL is not an https URL: set the runbook's web address", "runbookURL")
     return Monitoring(
         namespace=reader.string("namespace", _NAME, default="monitoring"),
         retention=reader.string("retention", _RETENTION),
         prometheus_resources=reader.resources("prometheusResources"),
         grafana_resources=reader.resources("grafanaResources"),
+        runbook_url=reader.string("runbookURL", _RUNBOOK_URL, default=derived),
+        alertmanager=alerting_config(),
     )
 
 
 def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix.Matrix | None = None) -> StackConfig:
     """Validate the raw config (keys without the project prefix) of stack `env`."""
     matrix = matrix or platform_matrix.load()
-    top = _Reader(source, "", raw).only(*KEYS, *SECRET_KEYS)
+    top = _Reader(source, "", raw).only(*KEYS, *secret_keys())
     inventory = top.string("fleetInventory")
     try:
         fleet = load_fleet((PULUMI_DIR / inventory).resolve())
@@ -503,12 +542,13 @@ def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix
         name: ChartPin(name, entry.get("chart", name), entry["repository"], entry["version"])
         for name, entry in matrix.data["charts"].items()
     }
+    git_repo_url, git_revision = top.string("gitRepoURL", _GIT_URL), top.string("gitRevision")
     return StackConfig(
         env=env,
         source=source,
         delivery=top.choice("delivery", DELIVERIES),
-        git_repo_url=top.string("gitRepoURL", _GIT_URL),
-        git_revision=top.string("gitRevision"),
+        git_repo_url=git_repo_url,
+        git_revision=git_revision,
         kubernetes_version=matrix.kubernetes_version,
         inventory=Path(inventory).name,
         fleet=fleet,
@@ -517,7 +557,7 @@ def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix
         ),
         gateway=_gateway(top.child("gateway")),
         drift_agent=_drift_agent(top.child("driftAgent")),
-        monitoring=_monitoring(top.child("monitoring")),
+        monitoring=_monitoring(top.child("monitoring"), git_repo_url, git_revision),
         charts=charts,
     )
 
@@ -538,7 +578,7 @@ def from_stack_file(env: str, path: Path | None = None) -> StackConfig:
     if not isinstance(entries, Mapping):
         raise ConfigError(source, "", "the stack file has no `config:` mapping")
     raw = {key.split(":", 1)[1]: value for key, value in entries.items() if key.startswith(f"{PROJECT}:")}
-    for key in SECRET_KEYS:
+    for key in secret_keys():
         if key in raw and not (isinstance(raw[key], Mapping) and "secure" in raw[key]):
             raise ConfigError(source, key, f"is a plaintext value; set it with `pulumi config set --secret {key}`")
     return parse(raw, env, source)
@@ -550,6 +590,7 @@ OBJECT_KEYS = ("triton", "modelRelease", "gateway", "driftAgent", "monitoring")
 @dataclass(frozen=True)
 class Secrets:
     grafana_admin_password: pulumi.Output[str]
+    receiver_urls: Mapping[str, pulumi.Output[str]]  # key of the Secret alertmanager-receivers -> URL
 
 
 def from_pulumi() -> tuple[StackConfig, Secrets]:
@@ -566,11 +607,13 @@ def from_pulumi() -> tuple[StackConfig, Secrets]:
         if value is not None:
             raw[key] = value
     cfg = parse(raw, env, source)
-    secret_keys = set(pulumi.runtime.get_config_secret_keys_env())
-    for key in SECRET_KEYS:
+    engine_secrets = set(pulumi.runtime.get_config_secret_keys_env())
+    for key in secret_keys():
         full_key = f"{PROJECT}:{key}"
         if pulumi.runtime.get_config(full_key) is None:
             raise ConfigError(source, key, f"is missing: set it with `pulumi config set --secret {key} -s {env}`")
-        if not (pulumi.runtime.is_config_secret(full_key) or full_key in secret_keys):
+        if not (pulumi.runtime.is_config_secret(full_key) or full_key in engine_secrets):
             raise ConfigError(source, key, f"is a plaintext value; set it with `pulumi config set --secret {key}`")
-    return cfg, Secrets(grafana_admin_password=config.require_secret("grafanaAdminPassword"))
+    keys = alerting.secret_keys(cfg.monitoring.alertmanager)
+    receiver_urls = {key: config.require_secret(receiver_secret_key(key)) for key in keys}
+    return cfg, Secrets(config.require_secret("grafanaAdminPassword"), receiver_urls)

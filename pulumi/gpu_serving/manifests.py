@@ -15,6 +15,7 @@ from typing import Any
 from gpu_serving.config import StackConfig, Triton
 from monitoring import build as monitoring_rules
 from monitoring.build import GENERATED
+from monitoring.spec import with_runbook
 
 Obj = dict[str, Any]
 
@@ -113,7 +114,7 @@ def monitoring_objects(cfg: StackConfig) -> list[Obj]:
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "PrometheusRule",
             "metadata": _meta("gpu-serving", ns, _labels("prometheus")),
-            "spec": monitoring_rules.rule_document(),
+            "spec": with_runbook(monitoring_rules.rule_document(), cfg.monitoring.runbook_url),
         }
     )
     return objects

@@ -14,12 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from gpu_serving.config import receiver_secret_key
+from pulumi.runtime import rpc
 
 import pulumi
+from monitoring import alerting
 
 PULUMI_DIR = Path(__file__).resolve().parents[2] / "pulumi"
 PROJECT = "gpu-serving"
 SECRET = f"{PROJECT}:grafanaAdminPassword"
+# The receivers' URLs a stack's secrets hold: key of the Secret alertmanager-receivers -> URL.
+RECEIVER_URLS = {key: f"https://hooks.example.test/{key}/t0ken" for key in alerting.secret_keys(alerting.load())}
 
 
 @dataclass
@@ -49,6 +54,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return matches[0]
 
 
+def unwrap_secret(value: Any) -> Any:
+    """Mocks see a secret input as {sig: secret sig, value: ...}; anything else is plaintext."""
+    assert isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig, value
+    return value["value"]
+
+
 def stack_config(env: str) -> dict[str, str]:
     """The stack file's config as the engine hands it to the program (objects as JSON)."""
     document = yaml.safe_load((PULUMI_DIR / f"Pulumi.{env}.yaml").read_text(encoding="utf-8"))
@@ -76,17 +87,21 @@ def run_program(
     password: str | None = "s3cret-for-tests",
     secret: bool = True,
     mocks: RecordingMocks | None = None,
+    receivers: dict[str, str] | None = None,
 ) -> RecordingMocks:
-    """Run pulumi/__main__.py as `pulumi up -s env` would, with the stack file's config."""
+    """Run pulumi/__main__.py as `pulumi up -s env` would, with the stack file's config and the
+    stack's secrets (`receivers`: RECEIVER_URLS unless given; `secret=False` sets them as plaintext)."""
     config = stack_config(env)
     for key, value in (overrides or {}).items():
         config[f"{PROJECT}:{key}"] = value if isinstance(value, str) else json.dumps(value)
-    if password is not None:
-        config[SECRET] = password
+    secrets = {SECRET: password} if password is not None else {}
+    for key, url in (RECEIVER_URLS if receivers is None else receivers).items():
+        secrets[f"{PROJECT}:{receiver_secret_key(key)}"] = url
+    config.update(secrets)
     return run_mocked(
         env,
         lambda: runpy.run_path(str(PULUMI_DIR / "__main__.py"), run_name="__main__"),
         config,
-        [SECRET] if secret else [],
+        list(secrets) if secret else [],
         mocks,
     )

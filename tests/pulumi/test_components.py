@@ -2,13 +2,14 @@
 
 import pytest
 from gpu_serving.components import ArgoCD, Istio, Monitoring, Triton
-from gpu_serving.config import from_stack_file
+from gpu_serving.config import Secrets, from_stack_file
 from gpu_serving.gitops import child_applications
 
 import platform_matrix
 import pulumi
-from monitoring import dashboards, rules
-from tests.pulumi.pulumi_mocks import RecordingMocks, run_mocked
+from monitoring import alerting, dashboards, rules
+from monitoring.spec import with_runbook
+from tests.pulumi.pulumi_mocks import RECEIVER_URLS, RecordingMocks, run_mocked, unwrap_secret
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 GROUP = "kubernetes:yaml/v2:ConfigGroup"
@@ -121,7 +122,10 @@ def test_no_deployment_of_triton_is_left_beside_the_rollout():
 
 def test_monitoring_installs_the_pinned_chart_with_sidecar_retention_and_selectors():
     cfg = from_stack_file("prod")
-    mocks = register("prod", lambda cfg: Monitoring("monitoring", cfg, pulumi.Output.secret("pw")))
+    secrets = Secrets(
+        pulumi.Output.secret("pw"), {key: pulumi.Output.secret(url) for key, url in RECEIVER_URLS.items()}
+    )
+    mocks = register("prod", lambda cfg: Monitoring("monitoring", cfg, secrets))
     chart = mocks.one(CHART, "kube-prometheus-stack").inputs
     assert chart["version"] == MATRIX.chart("kube-prometheus-stack")["version"]
     assert chart["repositoryOpts"]["repo"] == MATRIX.chart("kube-prometheus-stack")["repository"]
@@ -137,7 +141,18 @@ def test_monitoring_installs_the_pinned_chart_with_sidecar_retention_and_selecto
     served = objects(mocks, "monitoring-dashboards")
     for stem in dashboards.dashboards():
         assert served["ConfigMap", f"{stem}-dashboard"]["metadata"]["labels"]["grafana_dashboard"] == "1"
-    assert served["PrometheusRule", "gpu-serving"]["spec"] == {"groups": rules.groups()}
+    assert served["PrometheusRule", "gpu-serving"]["spec"] == with_runbook(
+        {"groups": rules.groups()}, cfg.monitoring.runbook_url
+    )
+    # monitoring/alertmanager.yml as it is, its URLs from the Secret the chart's Alertmanager mounts.
+    alertmanager = chart["values"]["alertmanager"]
+    assert alertmanager["config"] == alerting.load()
+    assert alertmanager["alertmanagerSpec"]["secrets"] == [alerting.RECEIVERS_SECRET]
+    assert chart["values"]["defaultRules"]["disabled"] == {"Watchdog": True}
+    receivers = mocks.one("kubernetes:core/v1:Secret", alerting.RECEIVERS_SECRET).inputs
+    assert receivers["metadata"] == {"name": alerting.RECEIVERS_SECRET, "namespace": "monitoring"}
+    assert unwrap_secret(receivers["stringData"]) == RECEIVER_URLS
+    assert "t0ken" not in repr(chart)
     adapter = mocks.one(CHART, "prometheus-adapter").inputs
     (custom,) = adapter["values"]["rules"]["custom"]
     assert custom["name"] == {"matches": f"^{rules.POD_QUEUE_TIME}$", "as": "triton_queue_duration_us_per_request"}

@@ -9,6 +9,7 @@ from gpu_serving.config import ConfigError, from_stack_file
 from gpu_serving.serving_layer import drift_agent_objects, gateway_objects
 
 import platform_matrix
+from monitoring import alerting
 
 PULUMI_DIR = Path(__file__).resolve().parents[2] / "pulumi"
 ENVS = ("dev", "staging", "prod")
@@ -246,3 +247,42 @@ def test_a_digest_pins_the_image_and_drops_the_digest_waiver(tmp_path):
             assert "annotations" not in obj["metadata"], obj["metadata"]["name"]
     unpinned = [o for o in gateway_objects(from_stack_file("prod")) if o["kind"] == "Deployment"]
     assert unpinned[0]["metadata"]["annotations"]["checkov.io/skip1"].startswith("CKV_K8S_43=no digest")
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_each_alerts_runbook_is_the_runbook_of_the_repository_and_revision_the_environment_deploys(env):
+    cfg = from_stack_file(env)
+    repository = cfg.git_repo_url.removesuffix(".git")
+    assert cfg.monitoring.runbook_url == f"{repository}/blob/{cfg.git_revision}/monitoring/runbook.md"
+
+
+def test_a_runbook_url_set_in_the_stack_is_used_as_it_is(tmp_path):
+    document = copy.deepcopy(stack_document("staging"))
+    document["config"]["gpu-serving:monitoring"]["runbookURL"] = "https://wiki.example.com/gpu-serving/runbook"
+    document["config"]["gpu-serving:gitRevision"] = "release-7"
+    cfg = from_stack_file("staging", write_stack(tmp_path, "staging", document))
+    assert cfg.monitoring.runbook_url == "https://wiki.example.com/gpu-serving/runbook"
+
+
+def test_an_ssh_remote_without_a_runbook_url_names_the_key(tmp_path):
+    message = broken(
+        tmp_path, "prod", "", lambda c: c.update({"gpu-serving:gitRepoURL": "git@git.example.com:p/r.git"})
+    )
+    assert message == (
+        "Pulumi.prod.yaml: gpu-serving:monitoring.runbookURL: "
+        "gitRepoURL is not an https URL: set the runbook's web address"
+    )
+
+
+def test_a_route_to_an_unknown_receiver_fails_naming_the_alerting_file_and_key(tmp_path, monkeypatch):
+    config = yaml.safe_load(alerting.SOURCE.read_text(encoding="utf-8"))
+    config["route"]["routes"][1]["receiver"] = "pager"
+    source = tmp_path / "alertmanager.yml"
+    source.write_text(yaml.safe_dump(config), encoding="utf-8")
+    monkeypatch.setattr(alerting, "SOURCE", source)
+    with pytest.raises(ConfigError) as info:
+        from_stack_file("prod")
+    assert str(info.value) == (
+        "monitoring/alertmanager.yml: route.routes[1].receiver: 'pager' is not a receiver"
+        " (page, ticket, heartbeat, null)"
+    )

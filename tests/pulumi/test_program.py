@@ -4,26 +4,30 @@ config or a missing secret failing before any resource is registered."""
 import json
 
 import pytest
-from gpu_serving.config import ConfigError
-from pulumi.runtime import rpc
+from gpu_serving.config import ConfigError, from_stack_file
+from gpu_serving.render import render
 
 import platform_matrix
-from tests.pulumi.pulumi_mocks import RecordingMocks, run_program, stack_config
+from monitoring import alerting
+from tests.pulumi.pulumi_mocks import RECEIVER_URLS, RecordingMocks, run_program, stack_config, unwrap_secret
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 APPLICATION = "kubernetes:argoproj.io/v1alpha1:Application"
 
 
-def unwrap_secret(value):
-    """Mocks see a secret input as {sig: secret sig, value: ...}; anything else is plaintext."""
-    assert isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig, value
-    return value["value"]
-
-
 def test_dev_installs_every_component_directly():
     mocks = run_program("dev")
     components = {r.typ.rsplit(":", 1)[1] for r in mocks.resources if r.typ.startswith("gpu-serving:")}
-    assert components == {"Istio", "Monitoring", "GrafanaAdmin", "ArgoRollouts", "Triton", "Gateway", "ArgoCD"}
+    assert components == {
+        "Istio",
+        "Monitoring",
+        "GrafanaAdmin",
+        "AlertReceivers",
+        "ArgoRollouts",
+        "Triton",
+        "Gateway",
+        "ArgoCD",
+    }
     charts = {(r.inputs["chart"], r.inputs["version"]) for r in mocks.of_type(CHART)}
     matrix = platform_matrix.load()
     assert charts == {(pin.get("chart", name), pin["version"]) for name, pin in matrix.data["charts"].items()}
@@ -61,6 +65,33 @@ def test_the_grafana_password_reaches_the_cluster_only_as_a_secret(env):
     for chart in mocks.of_type(CHART):
         if chart.name == "kube-prometheus-stack":
             assert chart.inputs["values"]["grafana"]["admin"]["existingSecret"] == "grafana-admin"
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_the_receivers_urls_reach_the_cluster_only_as_a_secret_that_alertmanager_mounts(env):
+    urls = {key: f"https://hooks.example.test/{env}/{key}/t0ken" for key in RECEIVER_URLS}
+    mocks = run_program(env, receivers=urls)
+    secret = mocks.one("kubernetes:core/v1:Secret", alerting.RECEIVERS_SECRET)
+    assert secret.inputs["metadata"] == {"name": alerting.RECEIVERS_SECRET, "namespace": "monitoring"}
+    assert unwrap_secret(secret.inputs["stringData"]) == urls
+    everything_else = [r.inputs for r in mocks.resources if r is not secret]
+    assert "t0ken" not in repr(everything_else)
+    # Whoever installs the chart (Pulumi in dev, Argo CD from git elsewhere) mounts that Secret.
+    rendered = render(from_stack_file(env))["apps/kube-prometheus-stack.yaml"]
+    assert f"- {alerting.RECEIVERS_SECRET}\n" in rendered and "t0ken" not in rendered
+
+
+def test_a_missing_receiver_url_fails_before_any_resource_naming_the_secret_to_set():
+    mocks = RecordingMocks()
+    urls = dict(RECEIVER_URLS)
+    del urls["heartbeat"]
+    with pytest.raises(ConfigError) as info:
+        run_program("prod", receivers=urls, mocks=mocks)
+    assert mocks.resources == []
+    assert str(info.value) == (
+        "Pulumi.prod.yaml: gpu-serving:alertReceiverHeartbeat: is missing: "
+        "set it with `pulumi config set --secret alertReceiverHeartbeat -s prod`"
+    )
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])

@@ -17,6 +17,8 @@ from gpu_serving.config import from_stack_file
 from gpu_serving.render import main, render, write
 
 import platform_matrix
+from monitoring import alerting
+from monitoring.spec import with_runbook
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVS = ("dev", "staging", "prod")
@@ -58,6 +60,38 @@ def test_render_cli_reports_bad_config_and_exits_2(tmp_path, capsys):
     assert main(["--env", "nope", "--out", str(tmp_path / "out")]) == 2
     assert "render: Pulumi.nope.yaml: cannot read the stack file" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_route_to_an_unknown_receiver_is_refused_and_the_render_left_unchanged(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "prod"
+    write(render(from_stack_file("prod")), out)
+    config = yaml.safe_load(alerting.SOURCE.read_text(encoding="utf-8"))
+    config["route"]["routes"][2]["receiver"] = "tickets"
+    source = tmp_path / "alertmanager.yml"
+    source.write_text(yaml.safe_dump(config), encoding="utf-8")
+    monkeypatch.setattr(alerting, "SOURCE", source)
+    before = {path: path.read_bytes() for path in out.rglob("*.yaml")}
+    assert main(["--env", "prod", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "render: monitoring/alertmanager.yml: route.routes[2].receiver: 'tickets' is not a receiver"
+        " (page, ticket, heartbeat, null)\n"
+    )
+    assert {path: path.read_bytes() for path in out.rglob("*.yaml")} == before
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_each_environment_deploys_monitoring_alertmanager_yml_as_it_is_and_the_rules_with_its_runbook(env):
+    cfg = from_stack_file(env)
+    files = {path.relative_to(ROOT / "deploy/serving" / env).as_posix(): obj for path, obj in rendered(env)}
+    stack = files["apps/kube-prometheus-stack.yaml"]
+    values = stack["spec"]["source"]["helm"]["valuesObject"]
+    assert values["alertmanager"]["config"] == yaml.safe_load(alerting.SOURCE.read_text(encoding="utf-8"))
+    assert values["alertmanager"]["alertmanagerSpec"]["secrets"] == [alerting.RECEIVERS_SECRET]
+    (rule,) = [obj for obj in files.values() if obj["kind"] == "PrometheusRule"]
+    urls = {r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"] if "annotations" in r}
+    assert urls and all(url.startswith(cfg.monitoring.runbook_url + "#") for url in urls)
+    generated = yaml.safe_load((ROOT / "monitoring/generated/rules.yml").read_text(encoding="utf-8"))
+    assert rule["spec"] == with_runbook(generated, cfg.monitoring.runbook_url)
 
 
 @pytest.mark.parametrize("env", ENVS)
