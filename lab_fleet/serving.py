@@ -2,8 +2,10 @@
 
 Prometheus scrapes Triton (job "triton", the name the ServiceMonitor in pulumi/ gives it) and,
 when a target is given, the limiter agent (job "cgroup-limiter", as in roles/k8s_addons) and
-the drift agent (job "drift-agent", its Service's name in pulumi/), evaluates the project's
-rule file and sends alerts to Alertmanager, which routes them with the project's config.
+the drift agent (job "drift-agent", its Service's name in pulumi/), evaluates the rules and
+sends alerts to Alertmanager, which routes them: unless a caller gives other files, the rules
+and the Alertmanager config that the lab's environment deploys, read back from its rendered
+deploy/serving/dev/ (lab_fleet/deployed.py).
 Ports are free loopback ports, recorded with the process ids in `<run_dir>/state.json`, so
 `status`, `down` and `reload` work from another process (`scripts/serve-lab`). Logs and data stay under the run dir.
 A port found free can be taken by another process before the server binds it (a parallel test
@@ -28,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from lab_fleet import deployed
 from model_repo_check.tritonserver.processes import (
     LOOPBACK,
     ServerError,
@@ -41,6 +44,7 @@ from model_repo_check.tritonserver.processes import (
     wait_ready,
 )
 from model_repo_check.tritonserver.server import REPO, TRITON_VENV, TritonProcess
+from monitoring import alerting
 from platform_matrix import DEFAULT_PATH as MATRIX_PATH
 from platform_matrix import load as load_matrix
 
@@ -48,8 +52,9 @@ from platform_matrix import load as load_matrix
 SCRAPE_INTERVAL_S = 2
 DEFAULT_RUN_DIR = REPO / ".lab/serving"
 DEFAULT_MODEL_REPOSITORY = REPO / "model_repository"
-DEFAULT_RULES = REPO / "monitoring/generated/rules.yml"
-DEFAULT_ALERTMANAGER_CONFIG = REPO / "monitoring/alertmanager.yml"
+# Where the receivers of the lab's Alertmanager post unless a caller gives its own: the discard
+# port on loopback, where nothing listens (a refused delivery is logged, nothing leaves the host).
+NOWHERE = {key: f"http://{LOOPBACK}:9/{key}" for key in alerting.secret_keys(alerting.load())}
 TRITON_JOB = "triton"
 LIMITER_JOB = "cgroup-limiter"
 DRIFT_JOB = "drift-agent"
@@ -194,16 +199,22 @@ class ServingLab:
         self,
         run_dir: Path = DEFAULT_RUN_DIR,
         model_repository: Path = DEFAULT_MODEL_REPOSITORY,
-        rules: Path = DEFAULT_RULES,
-        alertmanager_config: Path = DEFAULT_ALERTMANAGER_CONFIG,
+        rules: Path | None = None,
+        alertmanager_config: Path | None = None,
         limiter_target: str | None = None,
         drift_target: str | None = None,
         triton_args: Sequence[str] = (),
         matrix_path: Path = MATRIX_PATH,
     ) -> None:
         self.run_dir = Path(run_dir).resolve()
-        self.rules = Path(rules).resolve()
-        self.alertmanager_config = Path(alertmanager_config).resolve()
+        # Unless given: what the lab's environment (deployed.LAB_ENV) deploys, as rendered under
+        # deploy/, written here by up().
+        self._deployed = self.run_dir / "deployed"
+        self._reads_deploy = rules is None or alertmanager_config is None
+        self.rules = Path(rules).resolve() if rules else self._deployed / "rules.yml"
+        self.alertmanager_config = (
+            Path(alertmanager_config).resolve() if alertmanager_config else self._deployed / "alertmanager.yml"
+        )
         self.limiter_target = limiter_target
         self.drift_target = drift_target  # HOST:PORT of a drift agent the caller starts (lab_fleet/drift.py)
         self.gateway_target: str | None = None  # HOST:PORT of a gateway the caller starts: scrape_gateway()
@@ -254,6 +265,8 @@ class ServingLab:
         if self._running():
             raise LabError(f"the serving lab in {self.run_dir} is already running: `scripts/serve-lab down` first")
         check_versions(self.matrix_path)
+        if self._reads_deploy:
+            deployed.write(self._deployed, NOWHERE)
         validate(self.rules, self.alertmanager_config)
         for leftover in ("prometheus/data", "alertmanager/data", "state.json"):
             shutil.rmtree(self.run_dir / leftover, ignore_errors=True)

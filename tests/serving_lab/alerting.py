@@ -1,6 +1,7 @@
 """Helpers of the alerting proofs: the rule file read as data, the lab's copy of it with some
-alerts' `for` shortened (one derived value, checked), a local webhook receiver, a test copy of the
-Alertmanager config that delivers to it, and a watch on Alertmanager's alerts."""
+alerts' `for` shortened (one derived value, checked), a local webhook receiver, the
+environment's deployed rules and Alertmanager config with its receivers' URLs pointing at it,
+and a watch on Alertmanager's alerts."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from typing import Any
 
 import yaml
 
+from lab_fleet import deployed
 from model_repo_check.tritonserver.processes import LOOPBACK
+from monitoring import alerting
 
 # A `for` shortened in the lab spans this many rule evaluations: the alert stays pending over
 # several evaluations before it fires, so the lab still sees `for` hold it back (never firing
@@ -39,8 +42,10 @@ def seconds(duration: str | None) -> float:
     return sum(int(n) * _UNITS[u] for n, u in parts)
 
 
-def alerting_rules(rule_file: Path) -> list[dict[str, Any]]:
-    groups = yaml.safe_load(rule_file.read_text())["groups"]
+def alerting_rules(rule_file: Path | str) -> list[dict[str, Any]]:
+    """The alerting rules of a rule file (a path, or the file's text)."""
+    text = rule_file.read_text() if isinstance(rule_file, Path) else rule_file
+    groups = yaml.safe_load(text)["groups"]
     return [rule for group in groups for rule in group["rules"] if "alert" in rule]
 
 
@@ -49,11 +54,12 @@ def lab_for(evaluation_interval_s: float) -> str:
     return f"{LAB_FOR_EVALUATIONS * evaluation_interval_s:g}s"
 
 
-def rule_index(rule_file: Path, rule: Mapping[str, Any]) -> int:
+def rule_index(rule_file: Path | str, rule: Mapping[str, Any]) -> int:
     """The position of `rule` among the file's alerting rules (several rules may share a name)."""
     rules = alerting_rules(rule_file)
     if rules.count(rule) != 1:
-        raise AssertionError(f"{rule_file}: {rules.count(rule)} alerting rules equal to {rule.get('alert')}")
+        where = rule_file if isinstance(rule_file, Path) else "the rule file"
+        raise AssertionError(f"{where}: {rules.count(rule)} alerting rules equal to {rule.get('alert')}")
     return rules.index(rule)
 
 
@@ -107,7 +113,7 @@ def _quickest(rules: list[dict[str, Any]], what: str) -> dict[str, Any]:
     return min(rules, key=lambda rule: seconds(rule.get("for")))
 
 
-def triton_down_rule(rule_file: Path) -> dict[str, Any]:
+def triton_down_rule(rule_file: Path | str) -> dict[str, Any]:
     """The quickest alert on Triton's scrape target alone being down (`up{job="triton"} ... == 0`)."""
     rules = [
         rule
@@ -117,7 +123,7 @@ def triton_down_rule(rule_file: Path) -> dict[str, Any]:
     return _quickest(rules, "alert on Triton's up == 0")
 
 
-def error_ratio_rule(rule_file: Path) -> dict[str, Any]:
+def error_ratio_rule(rule_file: Path | str) -> dict[str, Any]:
     """The quickest alert on the ratio of failed inference requests."""
     rules = [rule for rule in alerting_rules(rule_file) if "nv_inference_request_failure" in rule["expr"]]
     return _quickest(rules, "alert on nv_inference_request_failure")
@@ -174,18 +180,12 @@ class WebhookReceiver:
         }
 
 
-def redirect_webhooks(config_file: Path, target: Path, base_url: str) -> dict[str, Any]:
-    """A copy of the Alertmanager config whose receivers post to `base_url/<receiver>`; routes,
-    inhibitions and timings stay as they are. Returns the copy as data."""
-    config = yaml.safe_load(config_file.read_text())
-    for receiver in config["receivers"]:
-        others = set(receiver) - {"name", "webhook_configs"}
-        if others:
-            raise AssertionError(f"receiver {receiver['name']} has {sorted(others)}: only webhooks can be redirected")
-        for webhook in receiver.get("webhook_configs", []):
-            webhook["url"] = f"{base_url}/{receiver['name']}"
-    target.write_text(yaml.safe_dump(config, sort_keys=False))
-    return config
+def environment_alerting(out: Path, base_url: str) -> tuple[Path, Path]:
+    """The rule file and the Alertmanager config that the lab's environment deploys (read back
+    from deploy/serving/<env>, lab_fleet/deployed.py), its receivers' Secret holding
+    `base_url/<key>` for each key (page, ticket, heartbeat): that environment's receivers."""
+    config, _ = deployed.alertmanager()
+    return deployed.write(out, {key: f"{base_url}/{key}" for key in alerting.secret_keys(config)})
 
 
 def active_alerts(alertmanager_url: str, **labels: str) -> list[dict[str, Any]]:

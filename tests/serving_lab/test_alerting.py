@@ -1,11 +1,13 @@
-"""The lab proofs of the monitoring: the project's rules fire on a real Triton, and the project's
-Alertmanager routes deliver each alert to the receiver its severity names.
+"""The lab proofs of the monitoring: the rules that the lab's environment deploys fire on a real
+Triton, and the Alertmanager config it deploys delivers each alert to the receiver its severity
+names, and the Watchdog heartbeat to the heartbeat receiver, every minute. Both are read back from
+deploy/serving/dev (lab_fleet/deployed.py), as a cluster gets them.
 
 Two labs run side by side so that the waits overlap: one serves model_repository/ plus a model
 whose backend raises (tests/serving_lab/models) under a steady stream of requests, the other has
-its tritonserver stopped. Both Alertmanagers run a copy of monitoring/alertmanager.yml whose
-webhook URLs point at a receiver in this process (routes, grouping and inhibitions unchanged).
-Alert names and `for` durations are read from monitoring/generated/rules.yml. Both labs load it
+its tritonserver stopped. Both Alertmanagers run the deployed config, the receivers' Secret
+holding URLs of a webhook receiver in this process (routes, grouping and inhibitions unchanged).
+Alert names and `for` durations are read from the deployed PrometheusRule. Both labs load it
 with the `for` of the two alerts awaited here (the quickest Triton-down and error-ratio rules, 1m
 and 2m there) set to LAB_FOR, ten rule evaluations, by the rule that test_drift.py follows
 (tests/serving_lab/alerting.py: one line each changed, everything else checked byte for byte);
@@ -24,21 +26,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import yaml
 from tritonclient.utils import InferenceServerException
 
-from lab_fleet.serving import DEFAULT_ALERTMANAGER_CONFIG, DEFAULT_RULES, SCRAPE_INTERVAL_S, ServingLab
+from lab_fleet import deployed
+from lab_fleet.serving import SCRAPE_INTERVAL_S, ServingLab
 from model_repo_check.tritonserver.processes import wait_for
 from model_repo_check.tritonserver.server import TritonProcess
+from monitoring import spec
 from tests.serving_lab.alerting import (
     WebhookReceiver,
     alerting_rules,
     check_shortened,
+    environment_alerting,
     error_ratio_rule,
     first_seen,
     lab_for,
     post_alerts,
-    redirect_webhooks,
     rule_index,
     seconds,
     shorten_fors,
@@ -51,11 +54,12 @@ TEST_MODELS = Path(__file__).resolve().parent / "models"
 FAILING_MODEL = "always-fails"
 # Polling Alertmanager (every 0.2 s) and the hop from Prometheus to Alertmanager.
 SLACK_S = 1.0
-CONFIG = yaml.safe_load(DEFAULT_ALERTMANAGER_CONFIG.read_text())
+CONFIG, _ = deployed.alertmanager()
+PROJECT = deployed.rules_text()  # the deployed PrometheusRule's groups, as a rule file
 GROUP_WAIT_S = seconds(CONFIG["route"].get("group_wait", "30s"))
 # The alerts these tests wait for (their index among the alerting rules) and their lab `for`: 20 s.
-DOWN = rule_index(DEFAULT_RULES, triton_down_rule(DEFAULT_RULES))
-ERROR = rule_index(DEFAULT_RULES, error_ratio_rule(DEFAULT_RULES))
+DOWN = rule_index(PROJECT, triton_down_rule(PROJECT))
+ERROR = rule_index(PROJECT, error_ratio_rule(PROJECT))
 LAB_FOR = lab_for(SCRAPE_INTERVAL_S)
 
 
@@ -103,8 +107,7 @@ class Labs:
 
 def _lab(run_dir: Path, rules: Path, webhook: WebhookReceiver, name: str, **kwargs: object) -> ServingLab:
     run_dir.mkdir(parents=True)
-    config = run_dir / "alertmanager-webhooks.yml"
-    redirect_webhooks(DEFAULT_ALERTMANAGER_CONFIG, config, f"{webhook.url}/{name}")
+    _, config = environment_alerting(run_dir / "deployed", f"{webhook.url}/{name}")
     return ServingLab(run_dir / "run", rules=rules, alertmanager_config=config, **kwargs)
 
 
@@ -112,9 +115,8 @@ def _lab(run_dir: Path, rules: Path, webhook: WebhookReceiver, name: str, **kwar
 def labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Labs]:
     tmp = tmp_path_factory.mktemp("alerting")
     rules = tmp / "rules.yml"
-    project = DEFAULT_RULES.read_text()
-    rules.write_text(shorten_fors(project, [DOWN, ERROR], LAB_FOR))
-    check_shortened(project, rules.read_text(), [DOWN, ERROR], LAB_FOR, SCRAPE_INTERVAL_S)
+    rules.write_text(shorten_fors(PROJECT, [DOWN, ERROR], LAB_FOR))
+    check_shortened(PROJECT, rules.read_text(), [DOWN, ERROR], LAB_FOR, SCRAPE_INTERVAL_S)
     error_alert = alerting_rules(rules)[ERROR]["alert"]
     down_alert = alerting_rules(rules)[DOWN]["alert"]
     with WebhookReceiver() as webhook:
@@ -143,24 +145,25 @@ def labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Labs]:
 def test_the_labs_rule_file_is_the_projects_but_for_the_awaited_alerts_for() -> None:
     """Only the `for` of the two awaited alerts is shortened, to ten evaluations: the lab proves
     their real expression, labels, annotations and routes, promtool their real `for`."""
-    project = DEFAULT_RULES.read_text()
     assert DOWN != ERROR
-    check_shortened(project, shorten_fors(project, [DOWN, ERROR], LAB_FOR), [DOWN, ERROR], LAB_FOR, SCRAPE_INTERVAL_S)
+    check_shortened(PROJECT, shorten_fors(PROJECT, [DOWN, ERROR], LAB_FOR), [DOWN, ERROR], LAB_FOR, SCRAPE_INTERVAL_S)
 
 
 def test_routes_deliver_every_alert_of_the_rule_file_to_its_severitys_receiver(labs: Labs) -> None:
     """One alert per alerting rule (its own labels, its own `cluster`, so that nothing groups or
     inhibits across them) posted to Alertmanager must reach the receiver named like its severity,
-    and only that one; an alert without a severity reaches the root route's receiver."""
+    and only that one (Watchdog: the heartbeat receiver); an alert without a severity reaches the
+    root route's receiver."""
     receivers = {receiver["name"] for receiver in CONFIG["receivers"]}
     expected: dict[str, str] = {}
     alerts = []
-    for index, rule in enumerate(alerting_rules(DEFAULT_RULES)):
+    for index, rule in enumerate(alerting_rules(PROJECT)):
         severity = rule.get("labels", {}).get("severity")
-        assert severity in receivers, f"{rule['alert']}: severity {severity!r} names no receiver of {receivers}"
+        receiver = "heartbeat" if rule["alert"] == spec.HEARTBEAT_ALERT else severity
+        assert receiver in receivers, f"{rule['alert']}: severity {severity!r} names no receiver of {receivers}"
         cluster = f"route-test-{index}"
         alerts.append({**rule.get("labels", {}), "alertname": rule["alert"], "cluster": cluster})
-        expected[cluster] = severity
+        expected[cluster] = receiver
     alerts.append({"alertname": "ServingLabNoSeverity", "cluster": "route-test-none"})
     expected["route-test-none"] = CONFIG["route"]["receiver"]
     post_alerts(labs.failing.alertmanager_url, alerts)
@@ -210,3 +213,22 @@ def test_a_failing_model_fires_the_error_ratio_alert(labs: Labs) -> None:
         GROUP_WAIT_S + 15,
         f"{rule['alert']} for {FAILING_MODEL} delivered to receiver {severity}",
     )
+
+
+def test_the_watchdog_heartbeat_reaches_the_heartbeat_receiver_every_minute(labs: Labs) -> None:
+    """The lab's own Prometheus fires Watchdog from its first evaluation; Alertmanager sends it
+    to the environment's heartbeat receiver and to no other, then again after the heartbeat
+    route's repeat interval, with or without Triton."""
+    route = next(route for route in CONFIG["route"]["routes"] if route["receiver"] == "heartbeat")
+    repeat_s = seconds(route["group_interval"]) + seconds(route["repeat_interval"])
+
+    def beats() -> int:
+        """Watchdog notifications so far (each carries the one Watchdog alert)."""
+        alerts = labs.webhook.alerts("/stopped")
+        return sum(alert["labels"]["alertname"] == spec.HEARTBEAT_ALERT for _, alert in alerts)
+
+    wait_for(lambda: beats() > 0, GROUP_WAIT_S + 30, "a first Watchdog delivery")
+    assert labs.webhook.receivers_of("/stopped", alertname=spec.HEARTBEAT_ALERT) == {"heartbeat"}
+    first = beats()
+    wait_for(lambda: beats() > first, repeat_s + 15, "a second Watchdog delivery, one repeat interval later")
+    assert labs.webhook.receivers_of("/stopped", alertname=spec.HEARTBEAT_ALERT) == {"heartbeat"}

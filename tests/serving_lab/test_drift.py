@@ -1,9 +1,9 @@
 """The drift agent on the serving lab: requests go through the real gateway to the real
 tritonserver, the agent drains the gateway's drift samples and compares them with the
 reference windows of model_repository/, the lab's Prometheus scrapes it (job drift-agent) and
-evaluates the project's rules, and Alertmanager runs the project's config (monitoring/
-alertmanager.yml; its webhook URLs point at a receiver in this process, routes, grouping and
-`group_wait` unchanged, as in test_alerting.py).
+evaluates the rules the lab's environment deploys, and Alertmanager runs the config it deploys
+(both read back from deploy/serving/dev; the receivers' URLs point at a receiver in this
+process, routes, grouping and `group_wait` unchanged, as in test_alerting.py).
 
 - An unshifted replay (the reference window's own requests, rebuilt from its seed) leaves the
   share of drifted features below the alert's threshold, the alert inactive in Prometheus and
@@ -12,7 +12,7 @@ alertmanager.yml; its webhook URLs point at a receiver in this process, routes, 
   then firing in Prometheus for each model, and Alertmanager delivers it to the receiver its
   severity names (ticket), with the model's label.
 
-The lab's Prometheus loads monitoring/generated/rules.yml with one line changed: the `for` of
+The lab's Prometheus loads the deployed rules with one line changed: the `for` of
 ModelInputDrift, 15m there, is LAB_FOR here (ten rule evaluations, the rule of
 tests/serving_lab/alerting.py that test_alerting.py follows too), so that the alert fires within
 the test (`shorten_fors` edits that line as text, `check_shortened` asserts that nothing else
@@ -40,17 +40,11 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import yaml
 
+from lab_fleet import deployed
 from lab_fleet.drift import DriftAgentProcess
 from lab_fleet.gateway import GatewayProcess
-from lab_fleet.serving import (
-    DEFAULT_ALERTMANAGER_CONFIG,
-    DEFAULT_RULES,
-    DRIFT_JOB,
-    SCRAPE_INTERVAL_S,
-    ServingLab,
-)
+from lab_fleet.serving import DRIFT_JOB, SCRAPE_INTERVAL_S, ServingLab
 from model_repo_check.tritonserver.processes import free_port, http_ok, wait_for
 from model_repo_check.tritonserver.server import REPO
 from serving.drift.build_reference import unshifted_inputs
@@ -61,8 +55,8 @@ from tests.serving_lab.alerting import (
     active_alerts,
     alerting_rules,
     check_shortened,
+    environment_alerting,
     lab_for,
-    redirect_webhooks,
     rule_index,
     seconds,
     shorten_fors,
@@ -78,7 +72,8 @@ SETTLE_S = 60
 # The `for` of ALERT in the lab's rule file (see the module's docstring): 20 s.
 LAB_FOR = lab_for(SCRAPE_INTERVAL_S)
 # The project's Alertmanager waits this long before a new group's first notification.
-GROUP_WAIT_S = seconds(yaml.safe_load(DEFAULT_ALERTMANAGER_CONFIG.read_text())["route"].get("group_wait", "30s"))
+GROUP_WAIT_S = seconds(deployed.alertmanager()[0]["route"].get("group_wait", "30s"))
+PROJECT = deployed.rules_text()  # the deployed PrometheusRule's groups, as a rule file
 WEBHOOK_PREFIX = "/drift"
 
 
@@ -98,8 +93,8 @@ class Feed:
 
 
 def _drift_rule_index() -> int:
-    [rule] = [rule for rule in alerting_rules(DEFAULT_RULES) if rule["alert"] == ALERT]
-    return rule_index(DEFAULT_RULES, rule)
+    [rule] = [rule for rule in alerting_rules(PROJECT) if rule["alert"] == ALERT]
+    return rule_index(PROJECT, rule)
 
 
 def _lab_rules(project: str) -> str:
@@ -115,13 +110,11 @@ def _check_lab_rules(project: str, lab: str) -> None:
 def drift_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DriftLab]:
     tmp = tmp_path_factory.mktemp("drift")
     rules = tmp / "rules.yml"
-    project = DEFAULT_RULES.read_text()
-    rules.write_text(_lab_rules(project))
-    _check_lab_rules(project, rules.read_text())
+    rules.write_text(_lab_rules(PROJECT))
+    _check_lab_rules(PROJECT, rules.read_text())
     port = free_port()
     with WebhookReceiver() as webhook:
-        alertmanager_config = tmp / "alertmanager-webhooks.yml"
-        redirect_webhooks(DEFAULT_ALERTMANAGER_CONFIG, alertmanager_config, webhook.url + WEBHOOK_PREFIX)
+        _, alertmanager_config = environment_alerting(tmp / "deployed", webhook.url + WEBHOOK_PREFIX)
         lab = ServingLab(
             tmp / "lab", rules=rules, alertmanager_config=alertmanager_config, drift_target=f"127.0.0.1:{port}"
         )
@@ -234,7 +227,7 @@ def replay(drift_lab: DriftLab) -> Feed:
 
 
 def test_the_alert_rule_is_the_drift_share_threshold() -> None:
-    rules = [rule for rule in alerting_rules(DEFAULT_RULES) if rule["alert"] == ALERT]
+    rules = [rule for rule in alerting_rules(PROJECT) if rule["alert"] == ALERT]
     assert len(rules) == 1
     assert rules[0]["expr"] == f"model_drift_drifted_features_share >= {DRIFT_SHARE:g}"
     assert seconds(rules[0]["for"]) >= 5 * 60, "the test's reasoning assumes a `for` it cannot wait out"
@@ -243,8 +236,7 @@ def test_the_alert_rule_is_the_drift_share_threshold() -> None:
 def test_the_labs_rule_file_is_the_projects_but_for_the_drift_alerts_for() -> None:
     """Only the `for` of ALERT is shortened in the lab: the lab's proof is about the real
     expression, labels, annotations and routes, promtool's about the real `for`."""
-    project = DEFAULT_RULES.read_text()
-    _check_lab_rules(project, _lab_rules(project))
+    _check_lab_rules(PROJECT, _lab_rules(PROJECT))
 
 
 def test_an_unshifted_replay_of_the_reference_crosses_nothing(drift_lab: DriftLab, replay: Feed) -> None:
