@@ -41,10 +41,11 @@ def alerting_config() -> dict[str, Any]:
         raise ConfigError(ALERTING_SOURCE, "", str(exc).removeprefix(f"{ALERTING_SOURCE}: ")) from exc
 
 
-def secret_keys() -> tuple[str, ...]:
+def secret_keys(alertmanager: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The stack's secrets: Grafana's admin password and one per receiver URL of
-    monitoring/alertmanager.yml."""
-    return ("grafanaAdminPassword", *map(receiver_secret_key, alerting.secret_keys(alerting_config())))
+    monitoring/alertmanager.yml (read here unless given)."""
+    config = alerting_config() if alertmanager is None else alertmanager
+    return ("grafanaAdminPassword", *map(receiver_secret_key, alerting.secret_keys(config)))
 
 
 KEYS = (
@@ -514,7 +515,7 @@ def _browsed_runbook(git_url: str, revision: str) -> str | None:
     return f"{git_url.removesuffix('.git')}/blob/{revision}/monitoring/runbook.md"
 
 
-def _monitoring(reader: _Reader, git_url: str, revision: str) -> Monitoring:
+def _monitoring(reader: _Reader, git_url: str, revision: str, alertmanager: Mapping[str, Any]) -> Monitoring:
     reader.only("namespace", "retention", "prometheusResources", "grafanaResources", "runbookURL")
     derived = _browsed_runbook(git_url, revision)
     if derived is None and "runbookURL" not in reader.data:
@@ -525,14 +526,15 @@ def _monitoring(reader: _Reader, git_url: str, revision: str) -> Monitoring:
         prometheus_resources=reader.resources("prometheusResources"),
         grafana_resources=reader.resources("grafanaResources"),
         runbook_url=reader.string("runbookURL", _RUNBOOK_URL, default=derived),
-        alertmanager=alerting_config(),
+        alertmanager=alertmanager,
     )
 
 
 def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix.Matrix | None = None) -> StackConfig:
     """Validate the raw config (keys without the project prefix) of stack `env`."""
     matrix = matrix or platform_matrix.load()
-    top = _Reader(source, "", raw).only(*KEYS, *secret_keys())
+    alertmanager = alerting_config()
+    top = _Reader(source, "", raw).only(*KEYS, *secret_keys(alertmanager))
     inventory = top.string("fleetInventory")
     try:
         fleet = load_fleet((PULUMI_DIR / inventory).resolve())
@@ -557,7 +559,7 @@ def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix
         ),
         gateway=_gateway(top.child("gateway")),
         drift_agent=_drift_agent(top.child("driftAgent")),
-        monitoring=_monitoring(top.child("monitoring"), git_repo_url, git_revision),
+        monitoring=_monitoring(top.child("monitoring"), git_repo_url, git_revision, alertmanager),
         charts=charts,
     )
 
