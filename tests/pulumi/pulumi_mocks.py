@@ -6,6 +6,7 @@ its own inputs, and the tests assert on those inputs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import runpy
 from collections.abc import Callable
@@ -73,11 +74,20 @@ def run_mocked(
     secret_keys: list[str],
     mocks: RecordingMocks | None = None,
 ) -> RecordingMocks:
-    """Run `body` as a Pulumi program of stack `env`, waiting until every registration is done."""
+    """Run `body` as a Pulumi program of stack `env`, waiting until every registration is done.
+
+    Pulumi's mocks register on the thread's current event loop; an earlier test in the same
+    process may have ended with none (asyncio.run() unsets it), so each run gets its own."""
     mocks = mocks or RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=env, preview=False)
-    pulumi.runtime.set_all_config(config, secret_keys)
-    pulumi.runtime.test(body)()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=env, preview=False)
+        pulumi.runtime.set_all_config(config, secret_keys)
+        pulumi.runtime.test(body)()
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
     return mocks
 
 

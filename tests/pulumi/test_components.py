@@ -122,10 +122,13 @@ def test_no_deployment_of_triton_is_left_beside_the_rollout():
 
 def test_monitoring_installs_the_pinned_chart_with_sidecar_retention_and_selectors():
     cfg = from_stack_file("prod")
-    secrets = Secrets(
-        pulumi.Output.secret("pw"), {key: pulumi.Output.secret(url) for key, url in RECEIVER_URLS.items()}
-    )
-    mocks = register("prod", lambda cfg: Monitoring("monitoring", cfg, secrets))
+
+    def secrets() -> Secrets:  # Outputs belong to the mocked run's event loop: made inside it
+        return Secrets(
+            pulumi.Output.secret("pw"), {key: pulumi.Output.secret(url) for key, url in RECEIVER_URLS.items()}
+        )
+
+    mocks = register("prod", lambda cfg: Monitoring("monitoring", cfg, secrets()))
     chart = mocks.one(CHART, "kube-prometheus-stack").inputs
     assert chart["version"] == MATRIX.chart("kube-prometheus-stack")["version"]
     assert chart["repositoryOpts"]["repo"] == MATRIX.chart("kube-prometheus-stack")["repository"]
