@@ -4,7 +4,7 @@ kube-prometheus-stack's `alertmanager.config` as Alertmanager's config.
 
 The one change is the Secret mount: in a cluster each receiver reads its URL from a file of the
 Secret alertmanager-receivers (`url_file`), which Debian 12's Alertmanager 0.25 does not read
-(0.26 and later do), so the lab writes the URL it was given for that key in place of the file.
+(0.26 and later do), so the lab writes `<base URL>/<key>` in place of each file.
 Everything else is the rendered text's data as it is.
 """
 
@@ -60,22 +60,23 @@ def alertmanager(env: str = LAB_ENV) -> tuple[dict[str, Any], list[str]]:
     return values["config"], list((values.get("alertmanagerSpec") or {}).get("secrets") or [])
 
 
-def mounted(config: Mapping[str, Any], secrets: list[str], urls: Mapping[str, str], env: str) -> dict[str, Any]:
-    """The config as the lab's Alertmanager reads it: `urls` (key of the receivers' Secret -> URL)
-    in place of the files of that Secret, which must be one the chart mounts."""
+def mounted(config: Mapping[str, Any], secrets: list[str], base_url: str, env: str) -> dict[str, Any]:
+    """The config as the lab's Alertmanager reads it: `base_url/<key>` in place of each file of
+    the receivers' Secret, which must be one the chart mounts."""
     if alerting.RECEIVERS_SECRET not in secrets:
         raise DeployedError(
             f"{DEPLOY / env / CHART_APP}: alertmanager.alertmanagerSpec.secrets does not mount "
             f"{alerting.RECEIVERS_SECRET}, whose files the receivers read"
         )
-    return alerting.with_urls(config, urls)
+    return alerting.with_urls(config, base_url)
 
 
-def write(out: Path, urls: Mapping[str, str], env: str = LAB_ENV) -> tuple[Path, Path]:
-    """Write the environment's rule file and Alertmanager config under `out`; their paths."""
+def write(out: Path, base_url: str, env: str = LAB_ENV) -> tuple[Path, Path]:
+    """Write the environment's rule file and its Alertmanager config, each receiver posting to
+    `base_url/<key>` (page, ticket, heartbeat), under `out`; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     rule_file, config_file = out / "rules.yml", out / "alertmanager.yml"
     rule_file.write_text(rules_text(env), encoding="utf-8")
-    config = mounted(*alertmanager(env), urls, env)
+    config = mounted(*alertmanager(env), base_url, env)
     config_file.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return rule_file, config_file

@@ -4,8 +4,9 @@ The receivers' URLs are secrets: each webhook reads its URL from a file (`url_fi
 Secret RECEIVERS_SECRET, which the Prometheus operator mounts under SECRET_MOUNT
 (`alertmanagerSpec.secrets` of kube-prometheus-stack). `load()` refuses a config whose routes
 name an undefined receiver or whose webhooks read a file outside that Secret, naming the file
-and the key. `with_urls()` writes given URLs in place of the files, for an Alertmanager that
-reads no `url_file` (Debian 12's 0.25, the serving lab's and amtool's: `url_file` came in 0.26).
+and the key. `with_urls()` writes `<base URL>/<key>` in place of each file, for an Alertmanager
+that reads no `url_file` (Debian 12's 0.25, the serving lab's and amtool's: `url_file` came in
+0.26).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ SOURCE = Path(__file__).resolve().parent / "alertmanager.yml"
 RECEIVERS_SECRET = "alertmanager-receivers"
 # Where the operator mounts each Secret named in alertmanagerSpec.secrets.
 SECRET_MOUNT = "/etc/alertmanager/secrets"
+# The folder of the receivers' Secret, where each webhook's `url_file` must be.
+_FILES = f"{SECRET_MOUNT}/{RECEIVERS_SECRET}/"
 
 
 class AlertingError(ValueError):
@@ -46,7 +49,7 @@ def webhooks(config: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str,
 
 
 def _key(hook: Mapping[str, Any]) -> str:
-    return str(hook.get("url_file", "")).removeprefix(f"{SECRET_MOUNT}/{RECEIVERS_SECRET}/")
+    return str(hook.get("url_file", "")).removeprefix(_FILES)
 
 
 def secret_keys(config: Mapping[str, Any]) -> list[str]:
@@ -66,13 +69,12 @@ def problems(config: Any, source: str) -> list[str]:
     ]
     if "receiver" not in config["route"]:
         found.append(f"{source}: route.receiver: the root route has no receiver")
-    prefix = f"{SECRET_MOUNT}/{RECEIVERS_SECRET}/"
     for where, name, hook in webhooks(config):
         url_file, key = str(hook.get("url_file", "")), _key(hook)
-        if "url" in hook or not url_file.startswith(prefix) or not key or "/" in key:
+        if "url" in hook or not url_file.startswith(_FILES) or not key or "/" in key:
             found.append(
                 f"{source}: {where} (receiver {name!r}): a URL is a secret: read it with"
-                f" `url_file: {prefix}<key>` from the Secret {RECEIVERS_SECRET}, not from git"
+                f" `url_file: {_FILES}<key>` from the Secret {RECEIVERS_SECRET}, not from git"
             )
     keys = secret_keys(config)
     found += [f"{source}: two webhooks read the key {key!r}" for key in sorted({k for k in keys if keys.count(k) > 1})]
@@ -91,13 +93,10 @@ def load(path: Path = SOURCE, shown_as: str = "monitoring/alertmanager.yml") -> 
     return config
 
 
-def with_urls(config: Mapping[str, Any], urls: Mapping[str, str]) -> dict[str, Any]:
-    """The config with each webhook's `url_file` replaced by `url`: urls[the Secret's key]."""
+def with_urls(config: Mapping[str, Any], base_url: str) -> dict[str, Any]:
+    """The config with each webhook's `url_file` replaced by `url`: `base_url/<the Secret's key>`."""
     result = copy.deepcopy(dict(config))
-    missing = sorted(set(secret_keys(config)) - set(urls))
-    if missing:
-        raise AlertingError(f"no URL for the key(s) {', '.join(missing)} of the Secret {RECEIVERS_SECRET}")
     for _, _, hook in webhooks(result):
-        hook["url"] = urls[_key(hook)]
+        hook["url"] = f"{base_url}/{_key(hook)}"
         del hook["url_file"]
     return result

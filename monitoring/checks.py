@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -84,25 +84,15 @@ def unit_tests(paths: list[Path]) -> list[str]:
     ]
 
 
-def describe(where: str, route: Mapping[str, Any]) -> str:
-    matchers = ", ".join(route.get("matchers") or [])
-    return f"{where} ({matchers})" if matchers else where
-
-
-def routes(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(path, route) of every route of an Alertmanager config, the root first."""
-    return list(alerting.routes(config))
-
-
 @contextmanager
 def _for_amtool(path: Path) -> Iterator[Path]:
     """A copy of the config that Debian's amtool (0.25, no `url_file`) reads: each webhook's URL
-    a placeholder in the name of its Secret key, everything else as written."""
+    a placeholder named by its Secret key, everything else as written."""
     config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    urls = {key: f"http://{key or 'missing'}.receivers.invalid/" for key in alerting.secret_keys(config)}
+    readable = alerting.with_urls(config, "http://receivers.invalid")
     with tempfile.TemporaryDirectory() as folder:
         copy = Path(folder) / path.name
-        copy.write_text(yaml.safe_dump(alerting.with_urls(config, urls), sort_keys=False), encoding="utf-8")
+        copy.write_text(yaml.safe_dump(readable, sort_keys=False), encoding="utf-8")
         yield copy
 
 

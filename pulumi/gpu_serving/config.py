@@ -41,11 +41,10 @@ def alerting_config() -> dict[str, Any]:
         raise ConfigError(ALERTING_SOURCE, "", str(exc).removeprefix(f"{ALERTING_SOURCE}: ")) from exc
 
 
-def secret_keys(alertmanager: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+def secret_keys(alertmanager: Mapping[str, Any]) -> tuple[str, ...]:
     """The stack's secrets: Grafana's admin password and one per receiver URL of
-    monitoring/alertmanager.yml (read here unless given)."""
-    config = alerting_config() if alertmanager is None else alertmanager
-    return ("grafanaAdminPassword", *map(receiver_secret_key, alerting.secret_keys(config)))
+    monitoring/alertmanager.yml (`alertmanager`, as alerting_config() read it)."""
+    return ("grafanaAdminPassword", *map(receiver_secret_key, alerting.secret_keys(alertmanager)))
 
 
 KEYS = (
@@ -580,10 +579,11 @@ def from_stack_file(env: str, path: Path | None = None) -> StackConfig:
     if not isinstance(entries, Mapping):
         raise ConfigError(source, "", "the stack file has no `config:` mapping")
     raw = {key.split(":", 1)[1]: value for key, value in entries.items() if key.startswith(f"{PROJECT}:")}
-    for key in secret_keys():
+    cfg = parse(raw, env, source)
+    for key in secret_keys(cfg.monitoring.alertmanager):
         if key in raw and not (isinstance(raw[key], Mapping) and "secure" in raw[key]):
             raise ConfigError(source, key, f"is a plaintext value; set it with `pulumi config set --secret {key}`")
-    return parse(raw, env, source)
+    return cfg
 
 
 OBJECT_KEYS = ("triton", "modelRelease", "gateway", "driftAgent", "monitoring")
@@ -610,7 +610,7 @@ def from_pulumi() -> tuple[StackConfig, Secrets]:
             raw[key] = value
     cfg = parse(raw, env, source)
     engine_secrets = set(pulumi.runtime.get_config_secret_keys_env())
-    for key in secret_keys():
+    for key in secret_keys(cfg.monitoring.alertmanager):
         full_key = f"{PROJECT}:{key}"
         if pulumi.runtime.get_config(full_key) is None:
             raise ConfigError(source, key, f"is missing: set it with `pulumi config set --secret {key} -s {env}`")

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from monitoring import build, checks, rules, spec
+from monitoring import alerting, build, checks, rules, spec
 from tests.tools import needs_tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def _matches(matcher: str, labels: dict[str, str]) -> bool:
 
 def test_every_route_has_a_test_case_whose_labels_match_it():
     config = yaml.safe_load(checks.ALERTMANAGER.read_text(encoding="utf-8"))
-    routes = dict(checks.routes(config))
+    routes = dict(alerting.routes(config))
     cases = checks.route_cases()
     assert {case["route"] for case in cases} == routes.keys()
     for case in cases:

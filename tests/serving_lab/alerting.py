@@ -1,7 +1,6 @@
 """Helpers of the alerting proofs: the rule file read as data, the lab's copy of it with some
-alerts' `for` shortened (one derived value, checked), a local webhook receiver, the
-environment's deployed rules and Alertmanager config with its receivers' URLs pointing at it,
-and a watch on Alertmanager's alerts."""
+alerts' `for` shortened (one derived value, checked), a local webhook receiver (the receivers
+of lab_fleet.deployed.write post to it), and a watch on Alertmanager's alerts."""
 
 from __future__ import annotations
 
@@ -19,9 +18,7 @@ from typing import Any
 
 import yaml
 
-from lab_fleet import deployed
 from model_repo_check.tritonserver.processes import LOOPBACK
-from monitoring import alerting
 
 # A `for` shortened in the lab spans this many rule evaluations: the alert stays pending over
 # several evaluations before it fires, so the lab still sees `for` hold it back (never firing
@@ -178,14 +175,6 @@ class WebhookReceiver:
             for receiver, alert in self.alerts(prefix)
             if alert["status"] == "firing" and labels.items() <= alert["labels"].items()
         }
-
-
-def environment_alerting(out: Path, base_url: str) -> tuple[Path, Path]:
-    """The rule file and the Alertmanager config that the lab's environment deploys (read back
-    from deploy/serving/<env>, lab_fleet/deployed.py), its receivers' Secret holding
-    `base_url/<key>` for each key (page, ticket, heartbeat): that environment's receivers."""
-    config, _ = deployed.alertmanager()
-    return deployed.write(out, {key: f"{base_url}/{key}" for key in alerting.secret_keys(config)})
 
 
 def active_alerts(alertmanager_url: str, **labels: str) -> list[dict[str, Any]]:

@@ -37,7 +37,6 @@ from tests.serving_lab.alerting import (
     WebhookReceiver,
     alerting_rules,
     check_shortened,
-    environment_alerting,
     error_ratio_rule,
     first_seen,
     lab_for,
@@ -107,7 +106,7 @@ class Labs:
 
 def _lab(run_dir: Path, rules: Path, webhook: WebhookReceiver, name: str, **kwargs: object) -> ServingLab:
     run_dir.mkdir(parents=True)
-    _, config = environment_alerting(run_dir / "deployed", f"{webhook.url}/{name}")
+    _, config = deployed.write(run_dir / "deployed", f"{webhook.url}/{name}")
     return ServingLab(run_dir / "run", rules=rules, alertmanager_config=config, **kwargs)
 
 

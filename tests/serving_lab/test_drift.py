@@ -55,7 +55,6 @@ from tests.serving_lab.alerting import (
     active_alerts,
     alerting_rules,
     check_shortened,
-    environment_alerting,
     lab_for,
     rule_index,
     seconds,
@@ -114,7 +113,7 @@ def drift_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DriftLab]:
     _check_lab_rules(PROJECT, rules.read_text())
     port = free_port()
     with WebhookReceiver() as webhook:
-        _, alertmanager_config = environment_alerting(tmp / "deployed", webhook.url + WEBHOOK_PREFIX)
+        _, alertmanager_config = deployed.write(tmp / "deployed", webhook.url + WEBHOOK_PREFIX)
         lab = ServingLab(
             tmp / "lab", rules=rules, alertmanager_config=alertmanager_config, drift_target=f"127.0.0.1:{port}"
         )
