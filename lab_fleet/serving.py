@@ -204,8 +204,12 @@ class ServingLab:
         drift_target: str | None = None,
         triton_args: Sequence[str] = (),
         matrix_path: Path = MATRIX_PATH,
+        detached: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir).resolve()
+        # Detached servers outlive this process (scripts/serve-lab up, then down); otherwise the
+        # kernel stops them when it dies, teardown or not (processes.spawn).
+        self.detached = detached
         # Unless given: what the lab's environment (deployed.LAB_ENV) deploys, as rendered under
         # deploy/, written here by up().
         self._deployed = self.run_dir / "deployed"
@@ -220,6 +224,7 @@ class ServingLab:
         self.matrix_path = Path(matrix_path)
         self.state_file = self.run_dir / "state.json"
         self.triton = TritonProcess(model_repository, self.run_dir / "triton", triton_args)
+        self.triton.outlive_caller = detached
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
 
     # --- state ------------------------------------------------------------------------------
@@ -356,7 +361,7 @@ class ServingLab:
 
     def _spawn(self, name: str, argv: list[str], url: str, timeout: float) -> None:
         """Start one server and wait until it is ready; a server that is not is stopped again."""
-        proc = self._procs[name] = spawn(argv, self._log(name))
+        proc = self._procs[name] = spawn(argv, self._log(name), outlive_caller=self.detached)
         self._record(processes={name: {"pid": proc.pid, "executable": argv[0]}}, urls={name: url})
         try:
             wait_ready(url + HEALTH_PATHS[name], timeout, name, proc, self._log(name))

@@ -51,12 +51,20 @@ def free_port() -> int:
     return port_for.select_random()
 
 
-def spawn(argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start argv in a new session, stdout and stderr to `log` (truncated)."""
+def spawn(
+    argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None, *, outlive_caller: bool = False
+) -> subprocess.Popen[bytes]:
+    """Start argv in a new session, stdout and stderr to `log` (truncated).
+
+    Unless `outlive_caller`, the kernel sends the server SIGTERM when the calling process dies
+    (util-linux's `setpriv --pdeathsig`, which then execs argv): a test run killed before its
+    teardown (an xdist worker ended by its controller on an interrupt) leaves no server behind.
+    Only a server meant to outlive its starter (`scripts/serve-lab up`) sets it."""
+    command = list(argv) if outlive_caller else ["setpriv", "--pdeathsig", "TERM", "--", *argv]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         return subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
 
 
@@ -157,12 +165,14 @@ class ServerProcess:
     """One server this code starts and always stops: `with Server(...) as server:`.
 
     Subclasses set `name` and `log` and implement `start()` (choose ports, then `_launch`).
-    Entering starts the server unless it runs already; leaving stops its process group."""
+    Entering starts the server unless it runs already; leaving stops its process group.
+    `outlive_caller`: see spawn()."""
 
     name = "server"
 
     def __init__(self, log: Path) -> None:
         self.log = log
+        self.outlive_caller = False
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -180,7 +190,7 @@ class ServerProcess:
         """Spawn `argv` and wait until `ready_url` answers 200; stopped again when it does not."""
         self.stop()
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        self._proc = spawn(argv, self.log, env)
+        self._proc = spawn(argv, self.log, env, outlive_caller=self.outlive_caller)
         try:
             wait_ready(ready_url, timeout, self.name, self._proc, self.log)
         except BaseException:

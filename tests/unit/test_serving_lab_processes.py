@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -91,3 +92,34 @@ def test_spawn_runs_in_its_own_session(tmp_path: Path) -> None:
     finally:
         stop_group(proc.pid)
         proc.wait()
+
+
+# A starter that spawns a sleeper, prints its pid and then waits to be killed.
+STARTER = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from model_repo_check.tritonserver.processes import spawn\n"
+    "child = spawn(['sleep', '600'], Path(sys.argv[1]), outlive_caller=sys.argv[2] == 'outlive')\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+@pytest.mark.parametrize("outlive", [False, True], ids=["tied", "outlive"])
+def test_a_server_dies_with_a_starter_killed_before_its_teardown_unless_it_is_meant_to_outlive_it(
+    tmp_path: Path, outlive: bool
+) -> None:
+    argv = [sys.executable, "-c", STARTER, str(tmp_path / "sleep.log"), "outlive" if outlive else "tied"]
+    starter = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert starter.stdout is not None
+    child = int(starter.stdout.readline())
+    try:
+        assert group_members(child) == [child]
+        starter.kill()  # SIGKILL: no finally, no teardown
+        starter.wait()
+        deadline = time.monotonic() + 10
+        while group_members(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert bool(group_members(child)) is outlive
+    finally:
+        stop_group(child)
