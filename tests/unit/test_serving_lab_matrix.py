@@ -18,8 +18,10 @@ from tests.unit.test_platform_matrix import mutate, raw
 ROOT = Path(__file__).resolve().parents[2]
 PULUMI_DIR = ROOT / "pulumi"
 ENVS = sorted(path.name.split(".")[1] for path in PULUMI_DIR.glob("Pulumi.*.yaml"))
+# The page that lists each environment's release beside what the lab runs (`make docs`).
+VERSIONS_PAGE = "docs/versions.md"
 # Where the repository says what the serving lab proves, and the sentence each must carry.
-SUMMARY_DOCS = ("README.md", "tests/serving_lab/README.md")
+SUMMARY_DOCS = ("README.md", "tests/serving_lab/README.md", VERSIONS_PAGE)
 # Every file that talks about the lab's release; none may say it runs a deployed release unless one does.
 CLAIM_DOCS = (*SUMMARY_DOCS, "lab_fleet/README.md", "platform_matrix/README.md", "platform_matrix/matrix.yml")
 CLAIM_DOCS += ("platform_matrix/matrix.py",)
@@ -51,9 +53,13 @@ def summary(deployed: dict[str, str], lab_release: str) -> str:
     return f"The serving lab's tritonserver is release {lab_release}, which {where} deploys"
 
 
-def table(deployed: dict[str, str], lab_release: str) -> list[str]:
-    rows = [f"| {env} | {release} | {'yes' if release == lab_release else 'no'} |" for env, release in deployed.items()]
-    return [f"| environment | Triton release deployed | run by the serving lab ({lab_release}) |", *rows]
+def triton_row(page: str, env: str) -> str:
+    """The Triton row of the environment's section of docs/versions.md."""
+    heading = f"\n## {env}\n"
+    assert heading in page, f"{VERSIONS_PAGE} has no section for {env}: run `make docs`"
+    section = page.split(heading, 1)[1].split("\n## ", 1)[0]
+    (row,) = [line for line in section.splitlines() if line.startswith("| Triton |")]
+    return row
 
 
 def flat(text: str) -> str:
@@ -76,13 +82,21 @@ def test_the_rendered_rollout_runs_the_release_the_stack_config_names(env: str, 
     assert rendered_release(env) == deployed[env]
 
 
-def test_the_readme_lists_each_environments_release_and_whether_the_lab_runs_it(deployed: dict[str, str]) -> None:
+@pytest.mark.parametrize("env", ENVS)
+def test_the_versions_page_lists_each_environments_release_and_whether_the_lab_runs_it(
+    env: str, deployed: dict[str, str]
+) -> None:
     lab_release = load().serving_lab["triton"]["release"]
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    expected = table(deployed, lab_release)
-    assert expected[0] in lines, "README.md's serving lab section lacks the table:\n" + "\n".join(expected)
-    start = lines.index(expected[0])
-    assert lines[start + 2 : start + 2 + len(deployed)] == expected[1:], "README.md should say:\n" + "\n".join(expected)
+    row = triton_row((ROOT / VERSIONS_PAGE).read_text(encoding="utf-8"), env)
+    verdict = (
+        "run by the serving lab"
+        if deployed[env] == lab_release
+        else f"not run by any lab (the serving lab runs {lab_release},"
+    )
+    assert row.startswith(f"| Triton | {deployed[env]}: "), (
+        f"{VERSIONS_PAGE} should give {env} Triton {deployed[env]}: {row}"
+    )
+    assert f" | {verdict}" in row, f"{VERSIONS_PAGE} should say of {env}'s Triton: {verdict}"
 
 
 @pytest.mark.parametrize("doc", SUMMARY_DOCS)
