@@ -44,8 +44,8 @@ def run_playbook(inventory: str, extra_vars: Mapping[str, Any], *args: str) -> s
 def render(
     inventory: str, out_dir: Path, extra_vars: Mapping[str, Any] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Render mode into `out_dir`; the result carries the playbook's output for failure messages."""
-    variables = {"k8s_addons_mode": "render", "k8s_addons_render_dir": str(out_dir), **(extra_vars or {})}
+    """Render into `out_dir`; the result carries the playbook's output for failure messages."""
+    variables = {"k8s_addons_render_dir": str(out_dir), **(extra_vars or {})}
     return run_playbook(inventory, variables)
 
 

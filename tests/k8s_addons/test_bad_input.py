@@ -61,9 +61,17 @@ CASES = [
     ),
     pytest.param(
         "prod",
-        {"k8s_addons_mode": "render", "k8s_addons_render_dir": ""},
-        ["k8s_addons_render_dir: empty; render mode needs the directory to write to"],
+        {"k8s_addons_render_dir": ""},
+        ["k8s_addons_render_dir: empty; the render needs the directory to write to"],
         id="render-without-dir",
+    ),
+    pytest.param(
+        "prod",
+        # Argo CD applies the add-ons: the playbook has no apply mode, and a stale one is refused
+        # rather than ignored (a user would believe the cluster changed).
+        {"k8s_addons_mode": "apply"},
+        ["value of k8s_addons_mode must be one of: render, got: apply"],
+        id="apply-mode-removed",
     ),
 ]
 

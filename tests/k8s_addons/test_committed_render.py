@@ -1,4 +1,4 @@
-"""deploy/addons/<env> is what the playbook renders now (make render-addons), and apply mode parses."""
+"""deploy/addons/<env> is what the playbook renders now (make render-addons), and a second render changes nothing."""
 
 from __future__ import annotations
 
@@ -22,16 +22,9 @@ def test_committed_manifests_equal_a_fresh_render(rendered_dirs, env):
         assert committed[name] == text, f"deploy/addons/{env}/{name} is stale: {fix}"
 
 
-@pytest.mark.parametrize("env", ENVIRONMENTS)
-def test_apply_mode_passes_syntax_check(env):
-    # There is no cluster here: apply mode is only parsed, never run.
-    result = run_playbook(env, {"k8s_addons_mode": "apply"}, "--syntax-check")
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 def test_a_second_render_changes_nothing(rendered_dirs, tmp_path):
     target = tmp_path / "prod"
     shutil.copytree(rendered_dirs["prod"], target)
-    result = run_playbook("prod", {"k8s_addons_mode": "render", "k8s_addons_render_dir": str(target)})
+    result = run_playbook("prod", {"k8s_addons_render_dir": str(target)})
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s", result.stdout), result.stdout
