@@ -5,7 +5,8 @@
       digest: sha256:<hex>
       sizeBytes: 912345
 
-The edit is a text edit of that one block, not a YAML round trip: PyYAML drops comments, and
+The edit (writing the block, or removing it for a rollback to no release) is a text edit of that
+one block, not a YAML round trip: PyYAML drops comments, and
 ruamel.yaml (here only as ansible-lint's unpinned dependency) re-indents these files' block
 sequences, drops the `---` line and folds long lines. After the edit both texts are parsed and
 must differ in that key only; otherwise nothing is written.
@@ -44,7 +45,7 @@ def stack_path(pulumi_dir: Path, env: str) -> Path:
     return pulumi_dir / f"Pulumi.{env}.yaml"
 
 
-def _config(path: Path, text: str) -> dict[str, Any]:
+def _config(path: Path | str, text: str) -> dict[str, Any]:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -78,7 +79,13 @@ def release_uri(store: str, digest: str) -> str:
 
 def read_reference(path: Path) -> Reference | None:
     """The stack's release reference, None when the stack has none; malformed fields are errors."""
-    value = _config(path, _read(path)).get(KEY)
+    return parse_reference(path, _read(path))
+
+
+def parse_reference(path: Path | str, text: str) -> Reference | None:
+    """The release reference of a stack file's text (`path` names it in messages: a file, or a
+    file at a commit)."""
+    value = _config(path, text).get(KEY)
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -147,6 +154,28 @@ def edited_text(path: Path, text: str, reference: Reference) -> str:
     expected["config"][KEY] = {"uri": reference.uri, "digest": reference.digest, "sizeBytes": reference.size_bytes}
     if yaml.safe_load(new) != expected:
         raise StackError(f"{path}: editing {KEY} would change other keys too; edit the file by hand")
+    return new
+
+
+def removed_text(path: Path, text: str) -> str:
+    """The stack file's text without the release block (and the comment written above it): Triton
+    reads `gpu-serving:triton.modelRepository` again. The text itself when it has no block."""
+    config = _config(path, text)
+    if KEY not in config:
+        return text
+    lines = text.splitlines(keepends=True)
+    found = _key_line(lines, KEY)
+    if found is None:
+        raise StackError(f"{path}: {KEY} is not a line of its own; remove it by hand")
+    start, indent = found
+    end = _end_of_block(lines, start, len(indent))
+    if start and lines[start - 1] == f"{indent}{COMMENT}\n":
+        start -= 1
+    new = "".join(lines[:start] + lines[end:])
+    expected = yaml.safe_load(text)
+    del expected["config"][KEY]
+    if yaml.safe_load(new) != expected:
+        raise StackError(f"{path}: removing {KEY} would change other keys too; edit the file by hand")
     return new
 
 

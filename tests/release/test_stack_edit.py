@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serving.release.stack import KEY, Reference, StackError, read_reference, write_reference
+from serving.release.stack import KEY, Reference, StackError, read_reference, removed_text, write_reference
 from tests.release.conftest import Workspace
 
 DIGEST = "sha256:" + "ab" * 32
@@ -46,6 +46,21 @@ def test_a_new_release_replaces_only_the_three_fields(workspace: Workspace) -> N
     assert sorted(line.strip() for line in removed) == sorted([f"uri: {URI}", f"digest: {DIGEST}", "sizeBytes: 1234"])
     assert sorted(line.strip() for line in added) == sorted([f"uri: {uri}", f"digest: {digest}", "sizeBytes: 99"])
     assert not write_reference(stack, Reference(uri, digest, 99))  # the same release again: no change
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_removing_the_first_release_gives_back_the_file_before_it(workspace: Workspace, env: str) -> None:
+    stack = workspace.stack(env)
+    before = stack.read_text()
+    assert removed_text(stack, before) == before  # no release: nothing to remove
+    write_reference(stack, Reference(URI, DIGEST, 1234))
+    assert removed_text(stack, stack.read_text()) == before
+
+
+def test_removing_a_block_written_by_hand_keeps_the_comments_around_it(tmp_path: Path) -> None:
+    stack = tmp_path / "Pulumi.x.yaml"
+    text = f"config:\n  # mine\n  {KEY}: {{uri: x}}  # by hand\n  # the next key\n  gpu-serving:delivery: argocd\n"
+    assert removed_text(stack, text) == "config:\n  # mine\n  # the next key\n  gpu-serving:delivery: argocd\n"
 
 
 def test_a_flow_style_block_written_by_hand_is_replaced(workspace: Workspace) -> None:
