@@ -1,17 +1,25 @@
-"""Operate the Triton release by hand (the Argo Rollout `triton` and a live Triton).
+"""Operate the Triton release by hand: live actions on the cluster, desired-state changes in git.
 
+The cluster as it is (reads only):
   status [--only rollout|triton]        the Rollout (phase, step, weights, hashes) and Triton's models
+
+Live actions (the Argo Rollout `triton` and a live Triton, not in git; each prints what undoes it):
   promote [--full]                      as `kubectl argo rollouts promote [--full]`
   pause                                 as `kubectl argo rollouts pause`
   abort                                 as `kubectl argo rollouts abort`: all traffic back to stable
-  rollback [--to-revision N]            as `kubectl argo rollouts undo`: an earlier template back
-  scale --replicas N                    spec.replicas, or the HPA's minReplicas when an HPA scales it
   model load|unload|reload NAME [--version V]   Triton's repository API, then a readiness check
 
-Every command takes --dry-run: it prints the exact requests that change something and sends none
+Desired-state changes (pulumi/Pulumi.<env>.yaml edited, deploy/serving/<env>/ rendered again, the
+commit printed; nothing is sent to the cluster, Argo CD syncs the commit once pushed):
+  desired scale --env E [--workload triton|gateway] [--min N] [--max N]   the HPA's bounds
+  desired triton-release --env E --release R                             the Triton release
+  desired model-rollback --env E [--to sha256:<hex>]                     the previous model release
+
+Live actions take --dry-run: it prints the exact requests that change something and sends none
 of them (reads that decide the request, like the GET before a promote, are still sent).
-Exit status: 0 done; 1 refused (the server answered with an error, or the readiness check after a
-model action failed); 2 bad usage, no usable kubeconfig, or a server that does not answer.
+Exit status: 0 done; 1 refused (the server answered with an error, the readiness check after a
+model action failed, or the stack file or its render refused the change); 2 bad usage, no usable
+kubeconfig, a server that does not answer, or no git checkout or stack file for the environment.
 """
 
 from __future__ import annotations
@@ -19,15 +27,69 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from pathlib import Path
 
-from serving.runbook import rollout
+from serving.release.content import DIGEST
+from serving.runbook import checkout, desired, rollout
 from serving.runbook.api import ApiRequest
+from serving.runbook.checkout import ROOT, open_checkout
+from serving.runbook.desired import WORKLOAD_KEYS
 from serving.runbook.errors import RefusedError, RunbookError
 from serving.runbook.kube import Kube, Patch
+from serving.runbook.live import notice, rollout_names
 from serving.runbook.triton import Triton
 
 DEFAULT_TRITON_URL = "http://127.0.0.1:8000"
+
+
+def _digest(value: str) -> str:
+    if not DIGEST.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not sha256:<64 hex>")
+    return value
+
+
+def _desired_parsers(commands: argparse._SubParsersAction) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--env", required=True, help="the environment: pulumi/Pulumi.<ENV>.yaml")
+    common.add_argument(
+        "--repo", type=Path, default=ROOT, help="the git checkout to change (default: the one this runbook is in)"
+    )
+    desired = commands.add_parser(
+        "desired",
+        help="change the stack file and its render: a commit, nothing live",
+        description=checkout.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    changes = desired.add_subparsers(dest="change", required=True)
+    scale = changes.add_parser(
+        "scale",
+        parents=[common],
+        help="the HPA's replica bounds (gpu-serving:<workload>.replicas)",
+        description="Set gpu-serving:<workload>.replicas.min/max, the bounds of the workload's HPA, and render.",
+    )
+    scale.add_argument("--workload", choices=sorted(WORKLOAD_KEYS), default="triton", help="(%(default)s)")
+    scale.add_argument("--min", type=int, help="minReplicas (unchanged when not given)")
+    scale.add_argument("--max", type=int, help="maxReplicas (unchanged when not given)")
+    scale.set_defaults(run=cmd_desired_scale)
+    release = changes.add_parser(
+        "triton-release",
+        parents=[common],
+        help="the Triton release (gpu-serving:triton.release)",
+        description="Set gpu-serving:triton.release, a release of the platform matrix the fleet can run "
+        "(platform_matrix/matrix.yml), and render: a new pod template, which the Rollout canaries.",
+    )
+    release.add_argument("--release", required=True, help="a Triton release of the platform matrix, e.g. 24.05")
+    release.set_defaults(run=cmd_desired_triton_release)
+    rollback = changes.add_parser(
+        "model-rollback",
+        parents=[common],
+        help="the previous model release (gpu-serving:modelRelease)",
+        description="Set gpu-serving:modelRelease back to the reference it had before the current one (the "
+        "stack file's git history), or to a release named with --to, which must have a publication record in "
+        "model_releases/ for this environment; and render: a new pod template, which the Rollout canaries.",
+    )
+    rollback.add_argument("--to", type=_digest, help="a published release, sha256:<hex>, instead of the previous one")
+    rollback.set_defaults(run=cmd_desired_model_rollback)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -49,25 +111,37 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     commands = parser.add_subparsers(dest="command", required=True)
-    status = commands.add_parser("status", parents=[common], help="the Rollout and Triton's models")
+    status = commands.add_parser("status", parents=[common], help="the Rollout and Triton's models (reads only)")
     status.add_argument("--only", choices=["rollout", "triton"], help="show one of the two")
-    promote = commands.add_parser("promote", parents=[common], help="the next step (--full: to the end)")
+    status.set_defaults(run=cmd_status)
+    promote = commands.add_parser(
+        "promote", parents=[common], help="live: the next step (--full: to the end)", description=notice("promote")
+    )
     promote.add_argument("--full", action="store_true", help="skip the remaining steps and analysis")
-    commands.add_parser("pause", parents=[common], help="set spec.paused")
-    commands.add_parser("abort", parents=[common], help="set status.abort: traffic back to stable")
-    rollback = commands.add_parser("rollback", parents=[common], help="restore an earlier pod template (undo)")
-    rollback.add_argument("--to-revision", type=int, default=0, help="revision to restore (0: the previous one)")
-    scale = commands.add_parser("scale", parents=[common], help="replicas of the Rollout (or its HPA's floor)")
-    scale.add_argument("--replicas", type=int, required=True)
-    model = commands.add_parser("model", parents=[common], help="load, unload or reload a model on Triton")
+    promote.set_defaults(run=cmd_promote)
+    commands.add_parser(
+        "pause", parents=[common], help="live: set spec.paused", description=notice("pause")
+    ).set_defaults(run=cmd_pause)
+    commands.add_parser(
+        "abort", parents=[common], help="live: set status.abort, traffic back to stable", description=notice("abort")
+    ).set_defaults(run=cmd_abort)
+    model = commands.add_parser(
+        "model",
+        parents=[common],
+        help="live: load, unload or reload a model on one Triton",
+        description="\n".join(notice(action) for action in ("load", "unload", "reload")),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     model.add_argument("action", choices=["load", "unload", "reload"])
     model.add_argument("name")
     model.add_argument("--version", help="load/reload: the version that must be ready afterwards")
+    model.set_defaults(run=cmd_model)
+    _desired_parsers(commands)
     args = parser.parse_args(argv)
-    if args.command == "scale" and args.replicas < 0:
-        parser.error("scale: --replicas must be >= 0")
     if args.command == "model" and args.action == "unload" and args.version:
         parser.error("model unload: Triton unloads every version of a model; --version is for load and reload")
+    if args.command == "desired" and args.change == "scale" and args.min is None and args.max is None:
+        parser.error("desired scale: give --min, --max or both")
     return args
 
 
@@ -151,6 +225,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     return max((exc.exit_code for exc in failures), default=0)
 
 
+def _announce(args: argparse.Namespace, text: str) -> None:
+    """A live action's notice: after the action, or as a comment of --dry-run's listing."""
+    print(f"# {text}" if args.dry_run else text)
+
+
 def cmd_promote(args: argparse.Namespace) -> int:
     kube = _kube(args)
     plan = rollout.promote(kube.get_rollout(args.rollout), args.full)
@@ -160,6 +239,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     _status_first(kube, plan, args.dry_run)
     if not args.dry_run:
         print(f"rollout '{args.rollout}' {'fully promoted' if args.full else 'promoted'}")
+    _announce(args, notice("promote", **rollout_names(args.namespace, args.rollout)))
     return 0
 
 
@@ -167,6 +247,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
     _one(_kube(args), rollout.pause(args.rollout), args.dry_run)
     if not args.dry_run:
         print(f"rollout '{args.rollout}' paused")
+    _announce(args, notice("pause", **rollout_names(args.namespace, args.rollout)))
     return 0
 
 
@@ -174,27 +255,7 @@ def cmd_abort(args: argparse.Namespace) -> int:
     _status_first(_kube(args), rollout.abort(args.rollout), args.dry_run)
     if not args.dry_run:
         print(f"rollout '{args.rollout}' aborted: all traffic goes back to stable")
-    return 0
-
-
-def cmd_rollback(args: argparse.Namespace) -> int:
-    kube = _kube(args)
-    ro = kube.get_rollout(args.rollout)
-    patch, what = rollout.undo(ro, kube.list_replicasets(rollout.label_selector(ro)), args.to_revision)
-    if patch is None:
-        print(f"rollout '{args.rollout}': {what}")
-        return 0
-    _one(kube, patch, args.dry_run)
-    if not args.dry_run:
-        print(f"rollout '{args.rollout}' undo: {what}")
-    return 0
-
-
-def cmd_scale(args: argparse.Namespace) -> int:
-    kube = _kube(args)
-    patch, why = rollout.scale(kube.get_rollout(args.rollout), kube.list_hpas(), args.replicas)
-    print(why)
-    _one(kube, patch, args.dry_run)
+    _announce(args, notice("abort", **rollout_names(args.namespace, args.rollout)))
     return 0
 
 
@@ -206,32 +267,38 @@ def cmd_model(args: argparse.Namespace) -> int:
         check = "not ready" if args.action == "unload" else "ready"
         version = f" (and version {args.version})" if args.version else ""
         print(f"# then: GET /v2/models/{args.name}/ready until the model{version} is {check}")
-        return 0
-    if args.action == "load":
+    elif args.action == "load":
         triton.load(args.name, args.version)
     elif args.action == "reload":
         triton.reload(args.name, args.version)
     else:
         triton.unload(args.name)
-    print(f"{args.action}ed: {triton.describe(args.name)}")
+    if not args.dry_run:
+        print(f"{args.action}ed: {triton.describe(args.name)}")
+    _announce(args, notice(args.action, model=args.name, url=triton.url))
     return 0
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "status": cmd_status,
-    "promote": cmd_promote,
-    "pause": cmd_pause,
-    "abort": cmd_abort,
-    "rollback": cmd_rollback,
-    "scale": cmd_scale,
-    "model": cmd_model,
-}
+def cmd_desired_scale(args: argparse.Namespace) -> int:
+    desired.scale(open_checkout(args.repo, args.env), args.workload, args.min, args.max)
+    return 0
+
+
+def cmd_desired_triton_release(args: argparse.Namespace) -> int:
+    desired.triton_release(open_checkout(args.repo, args.env), args.release)
+    return 0
+
+
+def cmd_desired_model_rollback(args: argparse.Namespace) -> int:
+    desired.model_rollback(open_checkout(args.repo, args.env), args.to)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    name = " ".join(filter(None, (args.command, getattr(args, "change", None))))
     try:
-        return COMMANDS[args.command](args)
+        return args.run(args)
     except RunbookError as exc:
-        print(f"runbook {args.command}: {exc}", file=sys.stderr)
+        print(f"runbook {name}: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,5 +1,5 @@
-"""Kubernetes access for the runbook: the Rollout (CustomObjectsApi, argoproj.io/v1alpha1), its
-ReplicaSets and the HorizontalPodAutoscalers of its namespace, through the `kubernetes` client
+"""Kubernetes access for the runbook: the Rollout (CustomObjectsApi, argoproj.io/v1alpha1) and the
+HorizontalPodAutoscalers of its namespace (read only), through the `kubernetes` client
 with a kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) or the pod's service account.
 
 Every write is a `Patch`: `request()` is what --dry-run prints, `apply()` sends the same thing.
@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlencode
 
 import urllib3
 from kubernetes import client, config
@@ -27,7 +26,6 @@ from serving.runbook.errors import RefusedError, UnreachableError, UsageError
 
 GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "rollouts"
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 # (connect, read) seconds per request: a runbook should say "unreachable" rather than hang.
 TIMEOUT = (5.0, 30.0)
 
@@ -36,17 +34,14 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Patch:
-    """A PATCH of one object: kind "Rollout" (with subresource "status" or None) or
-    "HorizontalPodAutoscaler"; body is a merge patch (dict) or a JSON patch (list)."""
+    """A merge patch of the Rollout `name` (of its status subresource when `subresource` is "status")."""
 
-    kind: str
     name: str
-    body: Any
+    body: dict[str, Any]
     subresource: str | None = None
-    content_type: str = MERGE_PATCH
 
     def describe(self) -> str:
-        target = f"{self.kind} {self.name}" + (f" ({self.subresource} subresource)" if self.subresource else "")
+        target = f"Rollout {self.name}" + (f" ({self.subresource} subresource)" if self.subresource else "")
         return f"PATCH {target}"
 
 
@@ -106,10 +101,8 @@ class Kube:
         path = f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/{PLURAL}/{name}"
         return f"{path}/{subresource}" if subresource else path
 
-    def hpa_path(self, name: str = "") -> str:
-        return f"/apis/autoscaling/v2/namespaces/{self.namespace}/horizontalpodautoscalers" + (
-            f"/{name}" if name else ""
-        )
+    def hpa_path(self) -> str:
+        return f"/apis/autoscaling/v2/namespaces/{self.namespace}/horizontalpodautoscalers"
 
     def get_rollout(self, name: str) -> dict[str, Any]:
         return self._call(
@@ -118,15 +111,6 @@ class Kube:
                 GROUP, VERSION, self.namespace, PLURAL, name, _request_timeout=TIMEOUT
             ),
         )
-
-    def list_replicasets(self, label_selector: str) -> list[dict[str, Any]]:
-        listing = self._raw(
-            f"GET ReplicaSets ({label_selector}) in namespace {self.namespace}",
-            lambda: self.apps.list_namespaced_replica_set(
-                self.namespace, label_selector=label_selector, _preload_content=False, _request_timeout=TIMEOUT
-            ),
-        )
-        return listing.get("items") or []
 
     def list_hpas(self) -> list[dict[str, Any]]:
         listing = self._raw(
@@ -137,33 +121,12 @@ class Kube:
         )
         return listing.get("items") or []
 
-    def replicasets_url(self, label_selector: str) -> str:
-        query = urlencode({"labelSelector": label_selector})
-        return f"{self.host}/apis/apps/v1/namespaces/{self.namespace}/replicasets?{query}"
-
     def request(self, patch: Patch) -> ApiRequest:
-        if patch.kind == "Rollout":
-            path = self.rollout_path(patch.name, patch.subresource)
-        elif patch.kind == "HorizontalPodAutoscaler":
-            path = self.hpa_path(patch.name)
-        else:
-            raise ValueError(f"no PATCH path for kind {patch.kind}")
-        return ApiRequest("PATCH", self.host + path, patch.content_type, patch.body)
+        path = self.rollout_path(patch.name, patch.subresource)
+        return ApiRequest("PATCH", self.host + path, MERGE_PATCH, patch.body)
 
     def apply(self, patch: Patch) -> dict[str, Any]:
         what = f"{patch.describe()} in namespace {self.namespace} with {json.dumps(patch.body)}"
-        if patch.kind == "HorizontalPodAutoscaler":
-            return self._raw(
-                what,
-                lambda: self.autoscaling.patch_namespaced_horizontal_pod_autoscaler(
-                    patch.name,
-                    self.namespace,
-                    patch.body,
-                    _content_type=patch.content_type,
-                    _preload_content=False,
-                    _request_timeout=TIMEOUT,
-                ),
-            )
         method = (
             self.custom.patch_namespaced_custom_object_status
             if patch.subresource == "status"
@@ -178,7 +141,7 @@ class Kube:
                 PLURAL,
                 patch.name,
                 patch.body,
-                _content_type=patch.content_type,
+                _content_type=MERGE_PATCH,
                 _request_timeout=TIMEOUT,
             ),
         )

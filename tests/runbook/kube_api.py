@@ -1,12 +1,11 @@
 """A stand-in Kubernetes API server on loopback for the runbook's tests: no API server is reachable
 on this machine, so the recorded objects under fixtures/ are served on the paths the `kubernetes`
-client uses, and every request is recorded (method, path, query, Content-Type, Authorization, body).
+client uses, and every request is recorded (method, path, Content-Type, Authorization, body).
 
 It does what the runbook relies on, as the API server does it: GET of a Rollout, merge patches
-(RFC 7386) of the Rollout and of its `status` subresource (each changes only its own part), JSON
-patches (RFC 6902 `replace`/`add`) of the Rollout, lists of ReplicaSets filtered by an equality
-label selector, list and merge patch of HorizontalPodAutoscalers; errors are Status objects with
-the API server's messages (404 NotFound, 403 Forbidden, 415 for another patch type).
+(RFC 7386) of the Rollout and of its `status` subresource (each changes only its own part), the
+list of HorizontalPodAutoscalers; errors are Status objects with the API server's messages (404
+NotFound, 403 Forbidden, 415 for another patch type).
 """
 
 from __future__ import annotations
@@ -18,13 +17,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from model_repo_check.tritonserver.processes import LOOPBACK
 
 FIXTURES = Path(__file__).with_name("fixtures")
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 TOKEN = "recorded-token"
 
 
@@ -36,7 +34,6 @@ def fixture(name: str) -> Any:
 class Recorded:
     method: str
     path: str
-    query: dict[str, list[str]]
     content_type: str | None
     authorization: str | None
     body: bytes
@@ -58,22 +55,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def json_patch(target: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
-    """RFC 6902, the two operations an undo sends."""
-    result = copy.deepcopy(target)
-    for operation in operations:
-        if operation["op"] not in ("replace", "add"):
-            raise ValueError(f"unsupported op {operation['op']}")
-        *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in operation["path"].split("/")[1:]]
-        node = result
-        for part in parents:
-            node = node[part]
-        if operation["op"] == "replace" and last not in node:
-            raise ValueError(f"replace of missing path {operation['path']}")
-        node[last] = copy.deepcopy(operation["value"])
-    return result
-
-
 def status_object(code: int, reason: str, message: str, kind: str, name: str, group: str) -> dict[str, Any]:
     return {
         "kind": "Status",
@@ -89,13 +70,12 @@ def status_object(code: int, reason: str, message: str, kind: str, name: str, gr
 
 @dataclass
 class KubeApi:
-    """`with KubeApi() as api:` serves until the block ends. Put objects in `rollouts`,
-    `replicasets`, `hpas` (by name; namespace `triton`); `forbidden` holds (method, path) pairs
+    """`with KubeApi() as api:` serves until the block ends. Put objects in `rollouts` and `hpas`
+    (by name; namespace `triton`); `forbidden` holds (method, path) pairs
     answered 403; `status_subresource=False` answers 404 on .../status, as Rollouts v0.9 did."""
 
     namespace: str = "triton"
     rollouts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    replicasets: list[dict[str, Any]] = field(default_factory=list)
     hpas: dict[str, dict[str, Any]] = field(default_factory=dict)
     forbidden: set[tuple[str, str]] = field(default_factory=set)
     status_subresource: bool = True
@@ -140,7 +120,7 @@ class KubeApi:
         if self._thread is not None:
             self._thread.join()
 
-    def answer(self, method: str, path: str, query: dict[str, list[str]], content_type: str | None, body: bytes):
+    def answer(self, method: str, path: str, content_type: str | None, body: bytes):
         """(HTTP status, JSON answer) for one request."""
         ns = f"/namespaces/{self.namespace}"
         rollouts = f"/apis/argoproj.io/v1alpha1{ns}/rollouts/"
@@ -173,42 +153,17 @@ class KubeApi:
             if method == "GET":
                 return 200, self.rollouts[name]
             return self._patch_rollout(name, sub, content_type, body)
-        if path == f"/apis/apps/v1{ns}/replicasets" and method == "GET":
-            selector = query.get("labelSelector", [""])[0]
-            wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
-            items = [
-                rs
-                for rs in self.replicasets
-                if all(rs["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())
-            ]
-            return 200, {"kind": "ReplicaSetList", "apiVersion": "apps/v1", "metadata": {}, "items": items}
         if path == hpas and method == "GET":
             items = list(self.hpas.values())
             return 200, {"kind": "HorizontalPodAutoscalerList", "apiVersion": "autoscaling/v2", "items": items}
-        if path.startswith(hpas + "/") and method == "PATCH":
-            name = path.rsplit("/", 1)[-1]
-            if name not in self.hpas:
-                message = f'horizontalpodautoscalers.autoscaling "{name}" not found'
-                return 404, status_object(404, "NotFound", message, "horizontalpodautoscalers", name, "autoscaling")
-            if content_type != MERGE_PATCH:
-                return 415, status_object(415, "UnsupportedMediaType", f"{content_type} is not supported", "", "", "")
-            self.hpas[name] = merge_patch(self.hpas[name], json.loads(body))
-            return 200, self.hpas[name]
         return 404, status_object(404, "NotFound", "the server could not find the requested resource", "", "", "")
 
     def _patch_rollout(self, name: str, sub: str, content_type: str | None, body: bytes):
         current = self.rollouts[name]
-        patch = json.loads(body)
-        if content_type == MERGE_PATCH:
-            patched = merge_patch(current, patch)
-        elif content_type == JSON_PATCH and not sub:
-            try:
-                patched = json_patch(current, patch)
-            except (KeyError, ValueError) as exc:
-                return 422, status_object(422, "Invalid", f"the JSON patch failed: {exc}", "rollouts", name, "")
-        else:
+        if content_type != MERGE_PATCH:
             message = f"the body of the request was in an unknown format - accepted media types include: {MERGE_PATCH}"
             return 415, status_object(415, "UnsupportedMediaType", message, "", "", "")
+        patched = merge_patch(current, json.loads(body))
         # With the status subresource, the object's PATCH keeps the status and /status keeps the rest.
         if sub == "status":
             updated = {**current, "status": patched.get("status", {})}
@@ -227,12 +182,9 @@ def _handler(api: KubeApi) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             url = urlsplit(self.path)
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            query = parse_qs(url.query)
             content_type = self.headers.get("Content-Type")
-            api.requests.append(
-                Recorded(self.command, url.path, query, content_type, self.headers.get("Authorization"), body)
-            )
-            code, answer = api.answer(self.command, url.path, query, content_type, body)
+            api.requests.append(Recorded(self.command, url.path, content_type, self.headers.get("Authorization"), body))
+            code, answer = api.answer(self.command, url.path, content_type, body)
             data = json.dumps(answer).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")

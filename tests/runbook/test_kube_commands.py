@@ -14,11 +14,10 @@ import pytest
 
 from model_repo_check.tritonserver.processes import free_port
 from serving.runbook.cli import main
-from tests.runbook.kube_api import JSON_PATCH, MERGE_PATCH, TOKEN, fixture
+from tests.runbook.kube_api import MERGE_PATCH, TOKEN, fixture
 
 REPO = Path(__file__).resolve().parents[2]
 ROLLOUT = "/apis/argoproj.io/v1alpha1/namespaces/triton/rollouts/triton"
-HPA = "/apis/autoscaling/v2/namespaces/triton/horizontalpodautoscalers/triton"
 
 # The plugin's patches, verbatim (Go format strings where it has them).
 ABORT_PATCH = '{"status":{"abort":true}}'
@@ -41,7 +40,6 @@ def patches(api) -> list[tuple[str, str | None, object]]:
 
 def load(api, rollout: str, hpa: bool = False) -> None:
     api.rollouts["triton"] = fixture(rollout)
-    api.replicasets = fixture("replicasets.json")["items"]
     if hpa:
         api.hpas["triton"] = fixture("hpa-triton.json")
 
@@ -62,7 +60,7 @@ def test_status_reports_phase_step_weights_and_hashes(kube_api, runbook):
 def test_promote_during_analysis_moves_to_the_next_step(kube_api, runbook):
     load(kube_api, "rollout-analysis-at-5.json")
     code, out, _ = runbook("promote")
-    assert (code, out.strip()) == (0, "rollout 'triton' promoted")
+    assert (code, out.splitlines()[0]) == (0, "rollout 'triton' promoted")
     assert patches(kube_api) == [
         (f"{ROLLOUT}/status", MERGE_PATCH, json.loads(CLEAR_PAUSE_CONDITIONS_PATCH_WITH_STEP % 2))
     ]
@@ -102,7 +100,7 @@ def test_promote_falls_back_to_one_patch_without_the_status_subresource(kube_api
 def test_promote_full_sets_promote_full(kube_api, runbook):
     load(kube_api, "rollout-analysis-at-5.json")
     code, out, _ = runbook("promote", "--full")
-    assert (code, out.strip()) == (0, "rollout 'triton' fully promoted")
+    assert (code, out.splitlines()[0]) == (0, "rollout 'triton' fully promoted")
     assert patches(kube_api) == [(f"{ROLLOUT}/status", MERGE_PATCH, json.loads(PROMOTE_FULL_PATCH))]
 
 
@@ -135,61 +133,44 @@ def test_abort_without_the_status_subresource_patches_the_object(kube_api, runbo
 def test_pause_sets_spec_paused(kube_api, runbook):
     load(kube_api, "rollout-analysis-at-5.json")
     code, out, _ = runbook("pause")
-    assert (code, out.strip()) == (0, "rollout 'triton' paused")
+    assert (code, out.splitlines()[0]) == (0, "rollout 'triton' paused")
     assert patches(kube_api) == [(ROLLOUT, MERGE_PATCH, json.loads(PAUSE_PATCH))]
     assert kube_api.rollouts["triton"]["spec"]["paused"] is True
 
 
-def _template(rs: dict) -> dict:
-    template = json.loads(json.dumps(rs["spec"]["template"]))
-    del template["metadata"]["labels"]["rollouts-pod-template-hash"]
-    return template
+@pytest.mark.parametrize(
+    ("args", "undone_by"),
+    [
+        (["promote"], "`scripts/runbook abort` sends all traffic to stable"),
+        (["pause"], "undone by `scripts/runbook promote`"),
+        (["abort"], "undone by `kubectl argo rollouts retry rollout triton -n triton`"),
+    ],
+)
+def test_a_live_action_says_so_and_what_undoes_it(kube_api, runbook, capsys, args, undone_by):
+    load(kube_api, "rollout-paused-by-user.json")
+    code, out, _ = runbook(*args)
+    *_, last = out.splitlines()
+    assert code == 0 and last.startswith("live action: ") and "Rollout triton/triton" in last
+    assert undone_by in last
+    assert runbook(*args, "--dry-run")[1].splitlines()[-1] == f"# {last}"
+    with pytest.raises(SystemExit):
+        main([*args, "--help"])
+    assert "live action: " in capsys.readouterr().out
 
 
-def test_rollback_restores_the_previous_revision_as_undo_does(kube_api, runbook):
-    load(kube_api, "rollout-healthy.json")
-    code, out, _ = runbook("rollback")
-    assert code == 0 and "to revision 2 (triton-6f4d9b8c7)" in out
-    listing = [r for r in kube_api.requests if r.path.endswith("/replicasets")]
-    assert listing[0].query == {
-        "labelSelector": ["app.kubernetes.io/name=triton,app.kubernetes.io/part-of=gpu-serving"]
-    }
-    previous = next(rs for rs in fixture("replicasets.json")["items"] if rs["metadata"]["name"] == "triton-6f4d9b8c7")
-    body = [{"op": "replace", "path": "/spec/template", "value": _template(previous)}]
-    assert patches(kube_api) == [(ROLLOUT, JSON_PATCH, body)]
-    assert "releases/2024-05-29" in kube_api.rollouts["triton"]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+def test_abort_names_the_git_change_that_stays_on_stable(kube_api, runbook):
+    load(kube_api, "rollout-analysis-at-5.json")
+    out = runbook("abort")[1]
+    assert "scripts/runbook desired model-rollback" in out and "desired triton-release" in out
 
 
-def test_rollback_to_a_revision_and_its_errors(kube_api, runbook):
-    load(kube_api, "rollout-healthy.json")
-    code, out, _ = runbook("rollback", "--to-revision", "3")
-    assert code == 0 and "skipped rollback (current template already matches revision 3)" in out
-    # revision 7 exists, but on the old Deployment's ReplicaSet: not the Rollout's history
-    code, _, err = runbook("rollback", "--to-revision", "7")
-    assert code == 1 and "unable to find specified revision 7 in history (revisions: [1, 2, 3])" in err
-    assert kube_api.writes() == []
-    assert runbook("rollback", "--to-revision", "1")[0] == 0
-    value = patches(kube_api)[0][2][0]["value"]
-    assert "releases/2024-05-02" in value["spec"]["containers"][0]["args"][0]
-
-
-def test_scale_sets_the_hpa_floor_when_an_hpa_scales_the_rollout(kube_api, runbook):
-    load(kube_api, "rollout-healthy.json", hpa=True)
-    code, out, _ = runbook("scale", "--replicas", "6")
-    assert code == 0 and "HorizontalPodAutoscaler triton owns the replica count" in out
-    assert patches(kube_api) == [(HPA, MERGE_PATCH, {"spec": {"minReplicas": 6}})]
-    assert runbook("scale", "--replicas", "20")[0] == 0
-    assert patches(kube_api)[1] == (HPA, MERGE_PATCH, {"spec": {"minReplicas": 20, "maxReplicas": 20}})
-    assert kube_api.hpas["triton"]["spec"]["minReplicas"] == 20
-    code, _, err = runbook("scale", "--replicas", "0")
-    assert code == 2 and "minReplicas must be >= 1" in err
-
-
-def test_scale_sets_spec_replicas_without_an_hpa(kube_api, runbook):
-    load(kube_api, "rollout-healthy.json")
-    code, out, _ = runbook("scale", "--replicas", "3")
-    assert code == 0 and "setting its spec.replicas 3 (was 4)" in out
-    assert patches(kube_api) == [(ROLLOUT, MERGE_PATCH, {"spec": {"replicas": 3}})]
+def test_the_live_patches_of_desired_state_are_gone(capsys):
+    """The HPA's bounds and the pod template are desired state (the stack file): a live patch of
+    either would be put back by Argo CD's self-heal, so the runbook has none."""
+    for command in ("scale", "rollback"):
+        with pytest.raises(SystemExit) as exited:
+            main([command])
+        assert exited.value.code == 2 and f"invalid choice: '{command}'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -199,8 +180,6 @@ def test_scale_sets_spec_replicas_without_an_hpa(kube_api, runbook):
         ("rollout-analysis-at-5.json", ["promote", "--full"]),
         ("rollout-analysis-at-5.json", ["abort"]),
         ("rollout-analysis-at-5.json", ["pause"]),
-        ("rollout-healthy.json", ["rollback"]),
-        ("rollout-healthy.json", ["scale", "--replicas", "5"]),
     ],
 )
 def test_dry_run_prints_the_requests_and_sends_none(kube_api, runbook, fixture_name, args):
@@ -239,15 +218,6 @@ def test_forbidden_is_refused_with_the_servers_message(kube_api, runbook):
     assert '{"status": {"abort": true}}' in err
     assert "403 Forbidden" in err and 'cannot patch resource "rollouts/status" in API group "argoproj.io"' in err
     assert len(kube_api.writes()) == 1  # a 403 is not the plugin's 404 fallback
-
-
-def test_scale_refuses_when_it_cannot_see_the_hpas(kube_api, runbook):
-    load(kube_api, "rollout-healthy.json", hpa=True)
-    kube_api.forbidden.add(("GET", "/apis/autoscaling/v2/namespaces/triton/horizontalpodautoscalers"))
-    code, _, err = runbook("scale", "--replicas", "3")
-    assert code == 1 and "GET HorizontalPodAutoscalers in namespace triton: the API server answered 403" in err
-    assert 'cannot list resource "horizontalpodautoscalers" in API group "autoscaling"' in err
-    assert kube_api.writes() == []  # no guess at spec.replicas
 
 
 def test_unreachable_api_server_exits_2(tmp_path, capsys):
@@ -291,10 +261,10 @@ def test_the_script_runs_as_a_program(kube_api, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "phase:    Healthy" in result.stdout and "step:     all 5 steps done" in result.stdout
     bad = subprocess.run(
-        [sys.executable, str(REPO / "scripts/runbook"), "scale"],
+        [sys.executable, str(REPO / "scripts/runbook"), "desired", "scale"],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert bad.returncode == 2 and "--replicas" in bad.stderr
+    assert bad.returncode == 2 and "the following arguments are required: --env" in bad.stderr

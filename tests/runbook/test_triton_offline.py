@@ -24,13 +24,36 @@ def test_dry_run_of_a_model_action_needs_no_server(capsys):
     out = capsys.readouterr().out
     assert f"POST {url}/v2/repository/models/text-classifier/load\nContent-Type: application/json\n\n{{}}" in out
     assert "until the model (and version 3) is ready" in out
+    assert out.splitlines()[-1] == (
+        f"# live action: model text-classifier loaded again on the Triton at {url} only (one pod), from what its "
+        "repository holds now; a restart of the pod loads the same, so there is nothing to undo"
+    )
+
+
+@pytest.mark.parametrize(
+    ("action", "undone_by"),
+    [
+        ("load", "undone by `scripts/runbook model unload text-classifier`"),
+        ("unload", "undone by `scripts/runbook model load text-classifier`, or by the pod's restart"),
+    ],
+)
+def test_a_model_action_says_it_is_live_and_what_undoes_it(capsys, action, undone_by):
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["model", action, "text-classifier", "--dry-run", "--triton-url", url]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith(f"# live action: model text-classifier {action}ed on the Triton at {url} only")
+    assert undone_by in last
+    with pytest.raises(SystemExit):
+        main(["model", "--help"])
+    assert "live action: model NAME unloaded" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["model", "unload", "m", "--version", "1"], "Triton unloads every version of a model"),
-        (["scale", "--replicas", "-1"], "--replicas must be >= 0"),
+        (["desired", "scale", "--env", "prod"], "give --min, --max or both"),
+        (["desired", "model-rollback", "--env", "prod", "--to", "sha256:12"], "'sha256:12' is not sha256:<64 hex>"),
         (["promote", "--bogus"], "unrecognized arguments: --bogus"),
         (["model", "restart", "m"], "invalid choice: 'restart'"),
     ],

@@ -89,6 +89,10 @@ def test_load_makes_the_model_ready(triton: TritonProcess) -> None:
     assert ready(triton, MODEL) and ready(triton, MODEL, "1") and ready(triton, MODEL, "2")
     assert states(triton, MODEL) == {"1": "READY", "2": "READY"}
     assert f"loaded: {MODEL}: version 1 READY, version 2 READY" in result.stdout
+    assert result.stdout.splitlines()[-1] == (
+        f"live action: model {MODEL} loaded on the Triton at {triton.http_url} only (one pod); "
+        f"undone by `scripts/runbook model unload {MODEL}`"
+    )
 
 
 def test_unload_makes_it_not_ready(triton: TritonProcess) -> None:
