@@ -1,4 +1,5 @@
-"""`pulumi up -s <env>`: the stack config is read and checked once, then the components are wired.
+"""`pulumi up -s <env>`: the stack config is read and checked once, then the components are wired,
+all on the one Kubernetes provider of the stack's `gpu-serving:kubernetes`.
 
 delivery `pulumi`: Pulumi installs every component and Argo CD syncs only the add-ons.
 delivery `argocd`: Pulumi installs Argo CD, the Grafana admin Secret, the Alertmanager
@@ -22,29 +23,37 @@ from gpu_serving.components import (
     Istio,
     Monitoring,
     Triton,
+    cluster_provider,
 )
 from gpu_serving.config import from_pulumi
 
 import pulumi
 
 cfg, secrets = from_pulumi()
+provider = cluster_provider(cfg)
+
+
+def on_cluster(*depends_on: pulumi.Resource) -> pulumi.ResourceOptions:
+    """A component's options: the stack's provider, which every resource under it inherits."""
+    return pulumi.ResourceOptions(providers=[provider], depends_on=list(depends_on))
+
 
 if cfg.delivery == "pulumi":
-    istio = Istio("istio", cfg)
-    monitoring = Monitoring("monitoring", cfg, secrets)
+    istio = Istio("istio", cfg, on_cluster())
+    monitoring = Monitoring("monitoring", cfg, secrets, on_cluster())
     # The controller's ServiceMonitor needs the operator CRDs of kube-prometheus-stack.
-    rollouts = ArgoRollouts("argo-rollouts", cfg, pulumi.ResourceOptions(depends_on=[monitoring.stack]))
+    rollouts = ArgoRollouts("argo-rollouts", cfg, on_cluster(monitoring.stack))
     # Sidecar injection needs istiod, the ServiceMonitor the operator CRDs, the Rollout and its
     # AnalysisTemplates the Argo Rollouts CRDs.
-    triton = Triton("triton", cfg, pulumi.ResourceOptions(depends_on=[istio.istiod, monitoring.stack, rollouts.chart]))
+    triton = Triton("triton", cfg, on_cluster(istio.istiod, monitoring.stack, rollouts.chart))
     istio.route(cfg, triton)
-    gateway = Gateway("gateway", cfg, pulumi.ResourceOptions(depends_on=[triton]))
+    gateway = Gateway("gateway", cfg, on_cluster(triton))
     istio.route_gateway(cfg, gateway)
-    ArgoCD("argocd", cfg, [gitops.addons_application(cfg)])
+    ArgoCD("argocd", cfg, [gitops.addons_application(cfg)], on_cluster())
 else:
-    admin = GrafanaAdmin("grafana-admin", cfg, secrets.grafana_admin_password)
-    AlertReceivers("alert-receivers", cfg, secrets.receiver_urls, admin.namespace)
-    ArgoCD("argocd", cfg, [gitops.root_application(cfg)])
+    admin = GrafanaAdmin("grafana-admin", cfg, secrets.grafana_admin_password, on_cluster())
+    AlertReceivers("alert-receivers", cfg, secrets.receiver_urls, admin.namespace, on_cluster())
+    ArgoCD("argocd", cfg, [gitops.root_application(cfg)], on_cluster())
 
 pulumi.export("tritonService", f"{cfg.triton.namespace}/triton")
 pulumi.export("tritonImage", cfg.triton.image)

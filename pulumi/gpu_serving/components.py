@@ -16,6 +16,19 @@ from monitoring.alerting import RECEIVERS_SECRET
 TYPE = "gpu-serving:serving"
 
 
+def cluster_provider(cfg: StackConfig) -> k8s.Provider:
+    """The stack's one Kubernetes provider: the context, cluster and kubeconfig of
+    `gpu-serving:kubernetes` (checked against the kubeconfig by config.from_pulumi). Give it to
+    every component (`ResourceOptions(providers=[...])`); their children inherit it."""
+    kube = cfg.kubernetes
+    return k8s.Provider(
+        "cluster",
+        context=kube.context,
+        cluster=kube.cluster,
+        kubeconfig=str(kube.kubeconfig) if kube.kubeconfig else None,
+    )
+
+
 def _chart(
     release: charts.Release, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
 ) -> k8s.helm.v4.Chart:

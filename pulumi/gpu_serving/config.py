@@ -2,11 +2,13 @@
 
 Two readers feed the same parser: `from_pulumi()` (the engine's config, under `pulumi up` and
 in the mock tests) and `from_stack_file()` (the Pulumi.<env>.yaml file itself, for `make
-render`). Every error names the stack file and the `gpu-serving:` key.
+render`). Every error names the stack file and the `gpu-serving:` key. `from_pulumi()` also
+refuses a kube context that the kubeconfig lacks (gpu_serving.kubeconfig).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ import yaml
 
 import platform_matrix
 import pulumi
+from gpu_serving import kubeconfig
 from gpu_serving.analysis_names import TEMPLATES
 from gpu_serving.fleet import Fleet, FleetError, load_fleet
 from gpu_serving.quantity import parse_quantity
@@ -49,6 +52,7 @@ def secret_keys(alertmanager: Mapping[str, Any]) -> tuple[str, ...]:
 
 KEYS = (
     "fleetInventory",
+    "kubernetes",
     "delivery",
     "gitRepoURL",
     "gitRevision",
@@ -84,6 +88,17 @@ class ConfigError(ValueError):
         self.source = source
         self.key = f"{PROJECT}:{key}" if key else ""
         super().__init__(f"{source}: {self.key}: {reason}" if key else f"{source}: {reason}")
+
+
+@dataclass(frozen=True)
+class Kubernetes:
+    """The cluster a stack deploys to (`gpu-serving:kubernetes`): the kubeconfig context, the
+    name of the cluster it must point at, and the kubeconfig file (None: the provider's default,
+    $KUBECONFIG or ~/.kube/config)."""
+
+    context: str
+    cluster: str
+    kubeconfig: Path | None
 
 
 @dataclass(frozen=True)
@@ -193,6 +208,7 @@ class ChartPin:
 class StackConfig:
     env: str
     source: str
+    kubernetes: Kubernetes
     delivery: str
     git_repo_url: str
     git_revision: str
@@ -529,11 +545,22 @@ def _monitoring(reader: _Reader, git_url: str, revision: str, alertmanager: Mapp
     )
 
 
+def _kubernetes(top: _Reader) -> Kubernetes:
+    if "kubernetes" not in top.data:
+        top.fail("is required: the kubeconfig context of the cluster this stack deploys to", "kubernetes.context")
+    reader = top.child("kubernetes").only("context", "cluster", "kubeconfig")
+    configured = reader.string("kubeconfig") if "kubeconfig" in reader.data else None
+    # Relative to pulumi/, where `pulumi up` runs the program.
+    path = PULUMI_DIR / Path(configured).expanduser() if configured else None
+    return Kubernetes(context=reader.string("context"), cluster=reader.string("cluster"), kubeconfig=path)
+
+
 def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix.Matrix | None = None) -> StackConfig:
     """Validate the raw config (keys without the project prefix) of stack `env`."""
     matrix = matrix or platform_matrix.load()
     alertmanager = alerting_config()
     top = _Reader(source, "", raw).only(*KEYS, *secret_keys(alertmanager))
+    kubernetes = _kubernetes(top)
     inventory = top.string("fleetInventory")
     try:
         fleet = load_fleet((PULUMI_DIR / inventory).resolve())
@@ -547,6 +574,7 @@ def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix
     return StackConfig(
         env=env,
         source=source,
+        kubernetes=kubernetes,
         delivery=top.choice("delivery", DELIVERIES),
         git_repo_url=git_repo_url,
         git_revision=git_revision,
@@ -586,7 +614,7 @@ def from_stack_file(env: str, path: Path | None = None) -> StackConfig:
     return cfg
 
 
-OBJECT_KEYS = ("triton", "modelRelease", "gateway", "driftAgent", "monitoring")
+OBJECT_KEYS = ("kubernetes", "triton", "modelRelease", "gateway", "driftAgent", "monitoring")
 
 
 @dataclass(frozen=True)
@@ -595,8 +623,19 @@ class Secrets:
     receiver_urls: Mapping[str, pulumi.Output[str]]  # key of the Secret alertmanager-receivers -> URL
 
 
+def check_context(cfg: StackConfig, environ: Mapping[str, str]) -> None:
+    """Refuse a kube context that the kubeconfig the provider will read lacks, or that points at
+    another cluster than `kubernetes.cluster`."""
+    kube = cfg.kubernetes
+    try:
+        kubeconfig.check(kube.context, kube.cluster, kubeconfig.files(kube.kubeconfig, environ))
+    except kubeconfig.KubeconfigError as exc:
+        raise ConfigError(cfg.source, f"kubernetes.{exc.field}", exc.reason) from exc
+
+
 def from_pulumi() -> tuple[StackConfig, Secrets]:
-    """The engine's config of the selected stack, and its secrets (which must be Pulumi secrets)."""
+    """The engine's config of the selected stack, checked against the kubeconfig, and its secrets
+    (which must be Pulumi secrets)."""
     env = pulumi.get_stack()
     source = f"Pulumi.{env}.yaml"
     config = pulumi.Config(PROJECT)
@@ -609,6 +648,7 @@ def from_pulumi() -> tuple[StackConfig, Secrets]:
         if value is not None:
             raw[key] = value
     cfg = parse(raw, env, source)
+    check_context(cfg, os.environ)
     engine_secrets = set(pulumi.runtime.get_config_secret_keys_env())
     for key in secret_keys(cfg.monitoring.alertmanager):
         full_key = f"{PROJECT}:{key}"

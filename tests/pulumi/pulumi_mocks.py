@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import runpy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import yaml
 from gpu_serving.config import receiver_secret_key
@@ -26,6 +28,8 @@ PROJECT = "gpu-serving"
 SECRET = f"{PROJECT}:grafanaAdminPassword"
 # The receivers' URLs a stack's secrets hold: key of the Secret alertmanager-receivers -> URL.
 RECEIVER_URLS = {key: f"https://hooks.example.test/{key}/t0ken" for key in alerting.secret_keys(alerting.load())}
+# The kubeconfig the program's runs find in $KUBECONFIG: the example clusters' contexts.
+KUBECONFIG = Path(__file__).with_name("kubeconfig.yaml")
 
 
 @dataclass
@@ -33,6 +37,7 @@ class Registered:
     typ: str
     name: str
     inputs: dict[str, Any]
+    provider: str  # the provider reference, `<urn>::<id>`; "" for the default one (or none)
 
 
 @dataclass
@@ -40,7 +45,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     resources: list[Registered] = field(default_factory=list)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        self.resources.append(Registered(args.typ, args.name, args.inputs))
+        self.resources.append(Registered(args.typ, args.name, args.inputs, args.provider or ""))
         return f"{args.name}-id", args.inputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
@@ -98,9 +103,11 @@ def run_program(
     secret: bool = True,
     mocks: RecordingMocks | None = None,
     receivers: dict[str, str] | None = None,
+    kubeconfig: Path = KUBECONFIG,
 ) -> RecordingMocks:
-    """Run pulumi/__main__.py as `pulumi up -s env` would, with the stack file's config and the
-    stack's secrets (`receivers`: RECEIVER_URLS unless given; `secret=False` sets them as plaintext)."""
+    """Run pulumi/__main__.py as `pulumi up -s env` would, with the stack file's config, the
+    stack's secrets (`receivers`: RECEIVER_URLS unless given; `secret=False` sets them as plaintext)
+    and `kubeconfig` as $KUBECONFIG."""
     config = stack_config(env)
     for key, value in (overrides or {}).items():
         config[f"{PROJECT}:{key}"] = value if isinstance(value, str) else json.dumps(value)
@@ -108,10 +115,11 @@ def run_program(
     for key, url in (RECEIVER_URLS if receivers is None else receivers).items():
         secrets[f"{PROJECT}:{receiver_secret_key(key)}"] = url
     config.update(secrets)
-    return run_mocked(
-        env,
-        lambda: runpy.run_path(str(PULUMI_DIR / "__main__.py"), run_name="__main__"),
-        config,
-        list(secrets) if secret else [],
-        mocks,
-    )
+    with mock.patch.dict(os.environ, {"KUBECONFIG": str(kubeconfig)}):
+        return run_mocked(
+            env,
+            lambda: runpy.run_path(str(PULUMI_DIR / "__main__.py"), run_name="__main__"),
+            config,
+            list(secrets) if secret else [],
+            mocks,
+        )
