@@ -64,6 +64,7 @@ lint: venv
 	$(LOCKED_ENVS) check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=$(CURDIR):$(CURDIR)/pulumi $(BIN)/python -m gpu_serving.ownership check
 	$(BIN)/yamllint --strict .
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --profile production
 	@for p in $(PLAYBOOKS); do \
