@@ -2,8 +2,10 @@
 
 Two readers feed the same parser: `from_pulumi()` (the engine's config, under `pulumi up` and
 in the mock tests) and `from_stack_file()` (the Pulumi.<env>.yaml file itself, for `make
-render`). Every error names the stack file and the `gpu-serving:` key. `from_pulumi()` also
-refuses a kube context that the kubeconfig lacks (gpu_serving.kubeconfig).
+render`). Every error names the stack file and the `gpu-serving:` key. Both refuse a
+placeholder left by scripts/new-environment (gpu_serving.markers), in the stack config or in
+the inventory it names, before anything else; `from_pulumi()` also refuses a kube context that
+the kubeconfig lacks (gpu_serving.kubeconfig).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import yaml
 
 import platform_matrix
 import pulumi
-from gpu_serving import kubeconfig
+from gpu_serving import kubeconfig, markers
 from gpu_serving.analysis_names import TEMPLATES
 from gpu_serving.fleet import Fleet, FleetError, load_fleet
 from gpu_serving.quantity import parse_quantity
@@ -555,11 +557,37 @@ def _kubernetes(top: _Reader) -> Kubernetes:
     return Kubernetes(context=reader.string("context"), cluster=reader.string("cluster"), kubeconfig=path)
 
 
+def _shown(path: Path) -> str:
+    """A path as people find it: relative to the repository when inside it."""
+    root = PULUMI_DIR.parent
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _refuse_placeholders(top: _Reader) -> None:
+    """Refuse every marker of scripts/new-environment left in the config or in the inventory it
+    names, before any other check (a marker fails them with a less useful message)."""
+    in_stack = list(markers.in_data(dict(top.data)))
+    inventory = top.data.get("fleetInventory")
+    in_inventory: list[tuple[Path, str, str]] = []
+    if isinstance(inventory, str) and not markers.is_marker(inventory):
+        in_inventory = list(markers.in_inventory((PULUMI_DIR / inventory).resolve()))
+    every = [f"{top.source}: {PROJECT}:{key}" for key, _ in in_stack]
+    every += [f"{_shown(path)}: {key}" for path, key, _ in in_inventory]
+    left = f"({len(every)} left: {'; '.join(every)})"
+    if in_stack:
+        key, value = in_stack[0]
+        raise ConfigError(top.source, key, f"is a placeholder to fill, {value} {left}")
+    if in_inventory:
+        path, key, value = in_inventory[0]
+        raise ConfigError(_shown(path), "", f"{key}: is a placeholder to fill, {value} {left}")
+
+
 def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix.Matrix | None = None) -> StackConfig:
     """Validate the raw config (keys without the project prefix) of stack `env`."""
     matrix = matrix or platform_matrix.load()
     alertmanager = alerting_config()
     top = _Reader(source, "", raw).only(*KEYS, *secret_keys(alertmanager))
+    _refuse_placeholders(top)
     kubernetes = _kubernetes(top)
     inventory = top.string("fleetInventory")
     try:
