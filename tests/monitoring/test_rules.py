@@ -1,17 +1,21 @@
 """The rules source (monitoring/rules.py) against its tests, runbook, routing and exporters: every
-alert and record has promtool cases, every alert a runbook section and a receiver, every DCGM
-field it reads is one the exporter is configured with, and no version is written twice."""
+alert and record has promtool cases, every alert a runbook section (what it means, what to check,
+what to do, naming only commands that scripts/runbook takes) and a receiver, every DCGM field it
+reads is one the exporter is configured with, and no version is written twice."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from monitoring import alerting, build, checks, rules, spec
+from serving.runbook import cli as runbook_cli
 from tests.tools import needs_tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +25,10 @@ RECORDS = [rule["record"] for group in GROUPS for rule in group["rules"] if "rec
 UNIT_TESTS = {path: yaml.safe_load(path.read_text(encoding="utf-8")) for path in checks.unit_test_files()}
 DCGM_LABELS = {"DCGM_FI_DRIVER_VERSION"}  # exported as a label of every metric, not as a metric
 needs_amtool = needs_tool("amtool", "apt install prometheus-alertmanager")
+# The parts of every alert's runbook section, in this order, each a bold label starting a line.
+RUNBOOK_PARTS = ("Means", "Check", "Do")
+# What the runbook page's placeholders stand for when its commands are parsed.
+RUNBOOK_PLACEHOLDERS = {"<env>": "prod", "<model>": "text-classifier", "<release>": "24.05", "<n>": "4"}
 
 
 def alert_cases() -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -72,6 +80,41 @@ def test_unit_tests_evaluate_the_groups_in_the_order_of_the_source():
 def test_every_alert_has_a_runbook_section_and_every_section_an_alert():
     sections = re.findall(r"^### +(\S+)", spec.RUNBOOK.read_text(encoding="utf-8"), re.MULTILINE)
     assert sorted(sections) == sorted({a["alert"] for a in ALERTS})
+
+
+def runbook_sections() -> dict[str, str]:
+    """Each alert's section of the runbook page: its `###` heading to the next heading."""
+    parts = re.split(r"^(#{2,3} +.*)$", spec.RUNBOOK.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    pairs = zip(parts[1::2], parts[2::2], strict=True)
+    return {heading.removeprefix("### ").strip(): body for heading, body in pairs if heading.startswith("### ")}
+
+
+def test_every_runbook_section_says_what_it_means_what_to_check_and_what_to_do():
+    for alert, body in runbook_sections().items():
+        found = re.findall(r"^\*\*(\w+):\*\*(.*)$", body, re.MULTILINE)
+        assert [label for label, _ in found] == list(RUNBOOK_PARTS), f"{alert}: parts {found}, not {RUNBOOK_PARTS}"
+        texts = re.split(r"^\*\*\w+:\*\*", body, flags=re.MULTILINE)[1:]
+        for label, text in zip(RUNBOOK_PARTS, texts, strict=True):
+            assert len(text.split()) >= 3, f"{alert}: **{label}:** says nothing"
+
+
+def test_every_runbook_command_of_the_runbook_page_is_one_the_runbook_takes():
+    """The page names no `scripts/runbook` command that does not exist (the live `scale` and
+    `rollback` are gone): each one, placeholders filled in, parses with the runbook's own parser."""
+    text = spec.RUNBOOK.read_text(encoding="utf-8")
+    commands = re.findall(r"`scripts/runbook ([^`]+)`", text)
+    outside = text.count("scripts/runbook") - len(commands) - text.count("`scripts/runbook`")
+    assert outside == 0, "a command named outside a `scripts/runbook ...` code span"
+    assert any(command.startswith("desired model-rollback") for command in commands)
+    for command in commands:
+        filled = command
+        for placeholder in re.findall(r"<[^>]+>", command):
+            assert placeholder in RUNBOOK_PLACEHOLDERS, f"`scripts/runbook {command}`: no value for {placeholder}"
+            filled = filled.replace(placeholder, RUNBOOK_PLACEHOLDERS[placeholder])
+        try:
+            runbook_cli.parse(shlex.split(filled))
+        except SystemExit:
+            pytest.fail(f"monitoring/runbook.md names `scripts/runbook {command}`, which the runbook refuses")
 
 
 def test_runbook_urls_point_into_the_repository_that_the_stacks_deploy_from():
