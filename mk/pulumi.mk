@@ -3,15 +3,22 @@
 #   make render-all          dev, staging and prod (commit the result: a test checks for drift)
 #   make test-policy         the policy pack's unit tests, in .venv-policy
 #   make rollouts-schema     Argo Rollouts' schemas (npm, tests/pulumi/argo-rollouts) for tests/pulumi
-.PHONY: render render-all test-policy rollouts-schema
+#   make new-environment NAME=edge FROM=prod
+#                            pulumi/Pulumi.edge.yaml and inventories/edge/, with placeholders to fill
+.PHONY: render render-all test-policy rollouts-schema new-environment
 
-PULUMI_ENVS := dev staging prod
+# Every stack file's environment, the examples and any made by new-environment.
+PULUMI_ENVS := $(patsubst pulumi/Pulumi.%.yaml,%,$(wildcard pulumi/Pulumi.*.yaml))
 
 render: venv
 	PYTHONPATH=$(CURDIR):$(CURDIR)/pulumi $(BIN)/python -m gpu_serving.render --env $(ENV) --out deploy/serving/$(ENV)
 
 render-all:
-	@for env in $(PULUMI_ENVS); do $(MAKE) --no-print-directory render ENV=$$env; done
+	@for env in $(PULUMI_ENVS); do $(MAKE) --no-print-directory render ENV=$$env || exit 1; done
+
+new-environment: venv
+	@test -n "$(NAME)" && test -n "$(FROM)" || { echo "usage: make new-environment NAME=<env> FROM=<stack>" >&2; exit 2; }
+	$(BIN)/python scripts/new-environment $(NAME) --from $(FROM)
 
 TEST_TARGETS += test-policy
 test-policy: .venv-policy/.stamp
