@@ -36,15 +36,16 @@ WORKLOAD_KEYS = {"triton": "gpu-serving:triton", "gateway": "gpu-serving:gateway
 TRITON_KEY = WORKLOAD_KEYS["triton"]
 
 
-def _config(checkout: Checkout, text: str) -> dict[str, Any]:
+def _current(checkout: Checkout, text: str, key: str, field: str) -> Any:
+    """config[key][field] of the stack file's text, None where it has none (the edit says why)."""
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise RefusedError(f"{checkout.stack_rel}: not valid YAML: {err}") from None
-    config = document.get("config") if isinstance(document, dict) else None
-    if not isinstance(config, dict):
-        raise RefusedError(f"{checkout.stack_rel}: the stack file has no `config:` mapping")
-    return config
+    node: Any = document
+    for name in ("config", key, field):
+        node = node.get(name) if isinstance(node, dict) else None
+    return node
 
 
 def _flow(mapping: dict[str, Any]) -> str:
@@ -55,7 +56,7 @@ def scale(checkout: Checkout, workload: str, minimum: int | None, maximum: int |
     """The workload's HPA bounds; the one not given stays as the stack file has it."""
     key = WORKLOAD_KEYS[workload]
     text = checkout.stack.read_text(encoding="utf-8")
-    was = (_config(checkout, text).get(key) or {}).get("replicas")
+    was = _current(checkout, text, key, "replicas")
     now = dict(was) if isinstance(was, dict) else {}
     try:
         for field, value in (("min", minimum), ("max", maximum)):
@@ -71,7 +72,7 @@ def scale(checkout: Checkout, workload: str, minimum: int | None, maximum: int |
 def triton_release(checkout: Checkout, release: str) -> None:
     """gpu-serving:triton.release: a new Triton image, canaried by the Rollout like a model release."""
     text = checkout.stack.read_text(encoding="utf-8")
-    was = (_config(checkout, text).get(TRITON_KEY) or {}).get("release")
+    was = _current(checkout, text, TRITON_KEY, "release")
     try:
         new = set_value(checkout.stack_rel, text, (TRITON_KEY, "release"), release)
     except StackEditError as err:
