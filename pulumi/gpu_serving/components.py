@@ -45,6 +45,11 @@ def _chart(
     )
 
 
+def _namespace(name: str, parent: pulumi.Resource) -> k8s.core.v1.Namespace:
+    """The namespace a chart installs into: Pulumi's Chart (as `helm template`) creates none."""
+    return k8s.core.v1.Namespace(name, metadata={"name": name}, opts=pulumi.ResourceOptions(parent=parent))
+
+
 def _objects(
     name: str, objs: list[Obj], parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
 ) -> k8s.yaml.v2.ConfigGroup:
@@ -58,7 +63,8 @@ class ArgoRollouts(pulumi.ComponentResource):
 
     def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE}:ArgoRollouts", name, None, opts)
-        self.chart = _chart(charts.argo_rollouts(cfg), self)
+        release = charts.argo_rollouts(cfg)
+        self.chart = _chart(release, self, [_namespace(release.namespace, self)])
         self.register_outputs({})
 
 
@@ -155,7 +161,8 @@ class Istio(pulumi.ComponentResource):
     def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE}:Istio", name, None, opts)
         self.name = name
-        self.base = _chart(charts.istio_base(cfg), self)
+        base = charts.istio_base(cfg)
+        self.base = _chart(base, self, [_namespace(base.namespace, self)])
         self.istiod = _chart(charts.istiod(cfg), self, [self.base])
         self.ingress = _chart(charts.istio_gateway(cfg), self, [self.istiod])
         self.mesh = _objects(f"{name}-mesh", manifests.mesh_objects(), self, [self.istiod])
@@ -180,7 +187,8 @@ class ArgoCD(pulumi.ComponentResource):
         self, name: str, cfg: StackConfig, applications: list[Obj], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(f"{TYPE}:ArgoCD", name, None, opts)
-        self.chart = _chart(charts.argo_cd(cfg), self)
+        release = charts.argo_cd(cfg)
+        self.chart = _chart(release, self, [_namespace(release.namespace, self)])
         self.projects = [self._custom(project, [self.chart]) for project in projects.app_projects(cfg)]
         self.applications = [self._custom(app, [self.chart, *self.projects]) for app in applications]
         self.register_outputs({"applications": [app["metadata"]["name"] for app in applications]})

@@ -115,23 +115,30 @@ def pulumi_registered(cfg: StackConfig) -> dict[str, tuple[list[Obj], list[chart
         "GrafanaAdmin": ([_namespace(ns), _secret(manifests.GRAFANA_ADMIN_SECRET, ns)], []),
         "AlertReceivers": ([_secret(RECEIVERS_SECRET, ns)], []),
     }
-    argocd = [*projects.app_projects(cfg)]
+    argo_cd = charts.argo_cd(cfg)
+    argocd = [_namespace(argo_cd.namespace), *projects.app_projects(cfg)]
     if cfg.delivery != "pulumi":
-        return {**secrets, "ArgoCD": ([*argocd, gitops.root_application(cfg)], [charts.argo_cd(cfg)])}
+        return {**secrets, "ArgoCD": ([*argocd, gitops.root_application(cfg)], [argo_cd])}
+    istio_base, rollouts = charts.istio_base(cfg), charts.argo_rollouts(cfg)
     return {
         "Istio": (
-            [*manifests.mesh_objects(), *triton.triton_routing_objects(cfg), *serving_layer.routing_objects(cfg)],
-            [charts.istio_base(cfg), charts.istiod(cfg), charts.istio_gateway(cfg)],
+            [
+                _namespace(istio_base.namespace),
+                *manifests.mesh_objects(),
+                *triton.triton_routing_objects(cfg),
+                *serving_layer.routing_objects(cfg),
+            ],
+            [istio_base, charts.istiod(cfg), charts.istio_gateway(cfg)],
         ),
         "Monitoring": (
             manifests.monitoring_objects(cfg),
             [charts.kube_prometheus_stack(cfg), charts.prometheus_adapter(cfg)],
         ),
         **secrets,
-        "ArgoRollouts": ([], [charts.argo_rollouts(cfg)]),
+        "ArgoRollouts": ([_namespace(rollouts.namespace)], [rollouts]),
         "Triton": (triton.triton_objects(cfg), []),
         "Gateway": ([*serving_layer.gateway_objects(cfg), *serving_layer.drift_agent_objects(cfg)], []),
-        "ArgoCD": ([*argocd, gitops.addons_application(cfg)], [charts.argo_cd(cfg)]),
+        "ArgoCD": ([*argocd, gitops.addons_application(cfg)], [argo_cd]),
     }
 
 

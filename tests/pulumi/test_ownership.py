@@ -100,6 +100,17 @@ def test_pulumis_part_is_what_the_program_registers(env):
     assert modelled == registered_by_the_program(env)
 
 
+@pytest.mark.parametrize("env", STACKS)
+def test_every_chart_that_pulumi_installs_goes_into_a_namespace_that_pulumi_creates(env):
+    """Pulumi's Chart creates no namespace (as `helm template`), so on a new cluster `pulumi up`
+    would fail on the first object of a chart whose namespace nobody made. What the program
+    registers is the model's (the test above), so the model is asked."""
+    registered = ownership.pulumi_registered(from_stack_file(env)).values()
+    created = {obj["metadata"]["name"] for objs, _ in registered for obj in objs if obj["kind"] == "Namespace"}
+    installed = {release.namespace for _, releases in registered for release in releases}
+    assert installed <= created, f"{env}: charts installed into namespaces nobody creates: {installed - created}"
+
+
 def snapshot(*folders: Path) -> dict[str, bytes]:
     return {str(path): path.read_bytes() for folder in folders for path in sorted(folder.rglob("*")) if path.is_file()}
 
