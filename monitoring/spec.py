@@ -25,7 +25,8 @@ SEVERITIES = ("page", "ticket")
 HEARTBEAT_ALERT = "Watchdog"
 HEARTBEAT_SEVERITY = "none"
 RUNBOOK = Path(__file__).resolve().parent / "runbook.md"
-# Where the repository is browsed (gitRepoURL of pulumi/Pulumi.*.yaml, a test keeps them equal).
+# The runbook links of the rules as generated here (promtool's tests, `python -m monitoring`); each
+# environment's render puts its own runbook in their place (with_runbook; gpu_serving's monitoring.runbookURL).
 REPOSITORY_URL = "https://git.example.com/platform/gpu-serving-iac"
 RUNBOOK_URL = f"{REPOSITORY_URL}/blob/main/monitoring/runbook.md"
 _HEADING = re.compile(r"^#{2,3} +(.+?) *$", re.MULTILINE)

@@ -117,12 +117,6 @@ def test_every_runbook_command_of_the_runbook_page_is_one_the_runbook_takes():
             pytest.fail(f"monitoring/runbook.md names `scripts/runbook {command}`, which the runbook refuses")
 
 
-def test_runbook_urls_point_into_the_repository_that_the_stacks_deploy_from():
-    for stack in sorted((ROOT / "pulumi").glob("Pulumi.*.yaml")):
-        config = yaml.safe_load(stack.read_text(encoding="utf-8"))["config"]
-        assert config["gpu-serving:gitRepoURL"].removesuffix(".git") == spec.REPOSITORY_URL, stack.name
-
-
 def test_the_dcgm_fields_the_alerts_read_are_configured_in_the_exporter():
     role = ROOT / "roles/k8s_addons"
     required = set(yaml.safe_load((role / "vars/main.yml").read_text())["k8s_addons_dcgm_exporter_required_fields"])
