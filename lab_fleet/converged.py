@@ -5,7 +5,9 @@ no-op re-run) run on a node booted from the base image; when they pass, the node
 cleanly and its copy-on-write disk (the changes over the base image, nothing else) is kept under
 the cache directory as `converged/<key>/disk.qcow2`. Later sessions boot overlays of it instead of
 converging again. The key hashes every file under `NODE_INPUTS` (roles, playbooks, filter plugins,
-the lab inventory's variables, the platform matrix and its code, ansible.cfg), the pins of the
+the lab inventory's variables, the platform matrix and its code, ansible.cfg; of the add-ons'
+role and playbook, which render manifests on the controller, only the role's argument specs),
+the pins of the
 packages that run the playbooks (`NODE_PINS` in requirements.txt) and the base image's key, so any
 change to what a node gets produces a new image, and the proofs that produce it run again.
 """
@@ -39,9 +41,20 @@ NODE_INPUTS = (
     "platform_matrix",
 )
 SKIPPED_NAMES = {"__pycache__", "hosts.yml"}  # bytecode, and the inventory `scripts/lab up` writes
+# The cluster add-ons are rendered on the controller into deploy/addons, which Argo CD applies:
+# no node play runs them (tests/unit/test_converged_image.py). Their argument specs still count:
+# preflight's check of the role variables in scope reads every role's specs on the node.
+CONTROLLER_ONLY = ("roles/k8s_addons", "playbooks/k8s_addons.yml")
+READ_BY_NODE_PLAYS = ("roles/k8s_addons/meta/argument_specs.yml",)
 SKIPPED_SUFFIXES = {".md", ".pyc"}  # the docs beside the code reach no node
 # What runs the playbooks and the filter plugins; the other pins of requirements.txt never reach a node.
 NODE_PINS = ("ansible", "ansible-core", "mitogen", "jsonschema", "pyyaml")
+
+
+def _controller_only(relative: Path) -> bool:
+    if relative in map(Path, READ_BY_NODE_PLAYS):
+        return False
+    return any(relative == Path(path) or Path(path) in relative.parents for path in CONTROLLER_ONLY)
 
 
 def _input_files(root: Path) -> Iterator[Path]:
@@ -51,8 +64,9 @@ def _input_files(root: Path) -> Iterator[Path]:
             yield path
             continue
         for file in sorted(path.rglob("*")):
-            skipped = file.suffix in SKIPPED_SUFFIXES or SKIPPED_NAMES.intersection(file.relative_to(root).parts)
-            if file.is_file() and not skipped:
+            relative = file.relative_to(root)
+            skipped = file.suffix in SKIPPED_SUFFIXES or SKIPPED_NAMES.intersection(relative.parts)
+            if file.is_file() and not skipped and not _controller_only(relative):
                 yield file
 
 

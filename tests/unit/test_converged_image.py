@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -77,3 +78,33 @@ def test_bytecode_docs_and_the_written_inventory_do_not_count(tree: Path) -> Non
     (tree / "plugins/filter/__pycache__/x.cpython-311.pyc").write_bytes(b"\0")
     (tree / "inventories/lab/hosts.yml").write_text("all: {}\n")
     assert converged.node_key(tree) == before
+
+
+@pytest.mark.parametrize("edit", ["roles/k8s_addons/defaults/main.yml", "playbooks/k8s_addons.yml"])
+def test_the_controller_only_add_ons_do_not_count_but_their_argument_specs_do(tree: Path, edit: str) -> None:
+    before = converged.node_key(tree)
+    with (tree / edit).open("a") as file:
+        file.write("\n---\nmore: data\n")
+    assert converged.node_key(tree) == before
+    with (tree / "roles/k8s_addons/meta/argument_specs.yml").open("a") as file:
+        file.write("\n---\nmore: data\n")
+    assert converged.node_key(tree) != before
+
+
+# A play, a role dependency or an include that runs the add-ons' role or playbook.
+USES_ADDONS = re.compile(
+    r"^\s*(?:-\s*)?(?:role|name|import_playbook|include_playbook|import_role|include_role)?:?\s*"
+    r"['\"]?(?:\S*/)?k8s_addons(?:\.yml)?['\"]?\s*$",
+    re.MULTILINE,
+)
+
+
+def test_no_play_that_reaches_a_node_runs_the_controller_only_add_ons() -> None:
+    """The add-ons leave the key only while no node input runs their role or playbook: a play or
+    role that did would put them on a node that the cached image does not reflect."""
+    assert USES_ADDONS.search("  roles:\n    - role: k8s_addons\n")
+    assert USES_ADDONS.search("- import_playbook: k8s_addons.yml\n")
+    for file in converged._input_files(REPO):
+        if file.suffix in (".yml", ".yaml") and not converged._controller_only(file.relative_to(REPO)):
+            match = USES_ADDONS.search(file.read_text(encoding="utf-8"))
+            assert match is None, f"{file.relative_to(REPO)} runs the add-ons: {match.group(0).strip()!r}"
