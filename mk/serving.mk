@@ -39,4 +39,4 @@ SERVING_LAB_WORKERS ?= 2
 TEST_TARGETS += test-serving-lab
 test-serving-lab: deps venv $(TRITON_VENV)/.stamp .venv-s3/.stamp
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -m serving_lab -n $(SERVING_LAB_WORKERS) --dist loadgroup \
-	  tests/serving_lab tests/model_repository tests/release
+	  tests/serving_lab tests/model_repository tests/release tests/pulumi/test_own_cluster_page.py

@@ -275,7 +275,7 @@ def report(result: Plan, name: str, source: str) -> str:
         f"  pulumi stack init {name}",
         *(f"  {command}" for command in _secret_commands(name)),
         "",
-        f"and render: make render-addons INVENTORY=inventories/{name}; make render ENV={name}; commit;"
+        f"and render: make render ENV={name}; make render-addons INVENTORY=inventories/{name}; commit;"
         f" pulumi up -s {name}",
     ]
     return "\n".join(lines)
