@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+import shutil
 
-from tests.k8s_addons.addon_render import render
+import pytest
+import yaml
+
+from tests.k8s_addons.addon_render import REPO_ROOT, render
 
 CASES = [
     pytest.param(
@@ -84,3 +87,17 @@ def test_bad_input_fails_naming_the_variable(tmp_path, inventory, extra, message
     for message in messages:
         assert message in output
     assert not (tmp_path / "out").exists(), "nothing may be rendered when the settings are wrong"
+
+
+def test_a_placeholder_left_where_the_hosts_go_is_refused_naming_the_inventory(tmp_path):
+    """scripts/new-environment's hosts.yml before it is filled: no Node may be rendered for it."""
+    inventory = tmp_path / "edge"
+    shutil.copytree(REPO_ROOT / "inventories/prod", inventory)
+    placeholder = "<fill: the hosts of group gpu_nodes>"
+    hosts = {"all": {"children": {"gpu_nodes": {"hosts": placeholder}}}}
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts), encoding="utf-8")
+    result = render(str(inventory), tmp_path / "out")
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, output
+    assert f"hosts.yml of {inventory}: a placeholder where the hosts go, {placeholder}" in output
+    assert not (tmp_path / "out").exists()
