@@ -66,8 +66,12 @@ class TritonProcess(ServerProcess):
 
     name = "tritonserver"
 
-    def __init__(self, model_repository: Path, run_dir: Path, extra_args: Sequence[str] = ()) -> None:
-        self.model_repository = Path(model_repository)
+    def __init__(self, model_repository: Path | str, run_dir: Path, extra_args: Sequence[str] = ()) -> None:
+        # A folder, or a cloud repository as Triton takes it (`s3://http://127.0.0.1:9000/bucket/prefix`
+        # for an S3 endpoint of one's own, with the AWS_* variables and TRITON_AWS_MOUNT_DIRECTORY in
+        # the environment): a URI stays a string, since a Path would fold its `//`.
+        uri = isinstance(model_repository, str) and "://" in model_repository
+        self.model_repository = model_repository if uri else Path(model_repository)
         self.run_dir = Path(run_dir)
         self.extra_args = list(extra_args)
         self.ports: dict[str, int] = {}

@@ -15,24 +15,30 @@ RULES below:
 
 Between the commands the test does what the page tells a person to do (fill the placeholders) and
 checks what the page promises: render refused while a placeholder remains, the published release
-referenced by the rendered Rollout, and the rollback back to no release re-rendered."""
+referenced by the rendered Rollout and loaded from s3:// by the lab's tritonserver (the Rollout's
+own --model-repository, pointed at the loopback store), and the rollback back to no release
+re-rendered."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
 
 from model_repo_check.tritonserver.processes import LOOPBACK, free_port, spawn, stop_group, wait_ready
+from model_repo_check.tritonserver.server import TritonProcess
 from tests.pulumi.test_new_environment import FILLED, fill, listed
 
 pytestmark = pytest.mark.serving_lab
@@ -251,6 +257,42 @@ def s3(tmp_path: Path) -> Iterator[str]:
         proc.wait()
 
 
+def triton_repository(root: Path) -> str:
+    """The --model-repository of the Triton container of the rendered Rollout."""
+    (path,) = (root / "deploy/serving" / ENV / "manifests").glob("*-rollout-triton.yaml")
+    rollout = next(doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc)
+    (triton,) = [c for c in rollout["spec"]["template"]["spec"]["containers"] if c["name"] == "triton"]
+    (arg,) = [arg for arg in triton["args"] if arg.startswith("--model-repository=")]
+    return arg.split("=", 1)[1]
+
+
+def serve_the_rendered_release(walk: Walk, run_dir: Path) -> None:
+    """The lab's tritonserver, given the rendered Rollout's --model-repository with the loopback
+    store's endpoint (Triton's form for an S3 endpoint of one's own), loads every model of the
+    release straight from s3://, as the pod's Triton does with TRITON_AWS_MOUNT_DIRECTORY."""
+    uri = triton_repository(walk.root)
+    assert uri.startswith("s3://") and "/sha256-" in uri, uri
+    mount = run_dir / "models"
+    mount.mkdir(parents=True)
+    environment = {
+        key: value for key, value in walk.env().items() if key.startswith("AWS_") and key != "AWS_ENDPOINT_URL_S3"
+    }
+    with (
+        mock.patch.dict(os.environ, {**environment, "TRITON_AWS_MOUNT_DIRECTORY": str(mount)}),
+        TritonProcess(f"s3://{walk.endpoint}/{uri.removeprefix('s3://')}", run_dir / "triton") as triton,
+    ):
+        request = urllib.request.Request(f"{triton.http_url}/v2/repository/index", data=b"{}", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            index = json.load(response)
+    ready = {(entry["name"], entry["version"]) for entry in index if entry.get("state") == "READY"}
+    released = {
+        (version.parent.name, version.name)
+        for version in (walk.root / "model_repository").glob("*/[0-9]*")
+        if version.is_dir()
+    }
+    assert released and ready == released, index
+
+
 def rollout_release(root: Path) -> str | None:
     (path,) = (root / "deploy/serving" / ENV / "manifests").glob("*-rollout-triton.yaml")
     rollout = next(doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc)
@@ -274,7 +316,10 @@ def test_every_command_of_the_page_runs_in_order_on_a_scratch_clone(tmp_path: Pa
             published = stack["gpu-serving:modelRelease"]["digest"]
         if line == f"make render ENV={ENV}":
             assert rollout_release(root) == published, "the rendered Rollout does not run the stack's release"
+            if published:
+                serve_the_rendered_release(walk, tmp_path / "lab")
     assert published, "the page publishes no release"
+    assert (tmp_path / "lab/triton/tritonserver.log").exists(), "no render after the publish: no Triton served it"
     assert walk.ran[-1] == "git push"
     # The page's last block rolled the first release back: to no release, rendered and pushed.
     assert "gpu-serving:modelRelease" not in (root / f"pulumi/Pulumi.{ENV}.yaml").read_text(encoding="utf-8")
