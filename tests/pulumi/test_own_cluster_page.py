@@ -17,7 +17,8 @@ Between the commands the test does what the page tells a person to do (fill the 
 checks what the page promises: render refused while a placeholder remains, the published release
 referenced by the rendered Rollout and loaded from s3:// by the lab's tritonserver (the Rollout's
 own --model-repository, pointed at the loopback store), and the rollback back to no release
-re-rendered."""
+re-rendered. Last, the serving lab runs the new environment's rendered rules and Alertmanager
+config: the Watchdog heartbeat and, once tritonserver stops, the page reach its receivers."""
 
 from __future__ import annotations
 
@@ -37,9 +38,29 @@ from unittest import mock
 import pytest
 import yaml
 
-from model_repo_check.tritonserver.processes import LOOPBACK, free_port, spawn, stop_group, wait_ready
+from lab_fleet import deployed
+from lab_fleet.serving import SCRAPE_INTERVAL_S, ServingLab
+from model_repo_check.tritonserver.processes import (
+    LOOPBACK,
+    free_port,
+    spawn,
+    stop_group,
+    wait_for,
+    wait_ready,
+)
 from model_repo_check.tritonserver.server import TritonProcess
+from monitoring import spec
 from tests.pulumi.test_new_environment import FILLED, fill, listed
+from tests.serving_lab.alerting import (
+    WebhookReceiver,
+    alerting_rules,
+    check_shortened,
+    lab_for,
+    rule_index,
+    seconds,
+    shorten_fors,
+    triton_down_rule,
+)
 
 pytestmark = pytest.mark.serving_lab
 
@@ -293,6 +314,43 @@ def serve_the_rendered_release(walk: Walk, run_dir: Path) -> None:
     assert released and ready == released, index
 
 
+def alerts_reach_the_environments_receivers(root: Path, run_dir: Path) -> None:
+    """The serving lab loads the new environment's rendered PrometheusRule and Alertmanager config
+    (lab_fleet/deployed.py, each receiver's URL a local webhook in place of the Secret's file):
+    Watchdog reaches the heartbeat receiver alone, and stopping tritonserver pages. TritonDown's
+    `for` is shortened by the serving lab's checked rule (tests/serving_lab/alerting.py)."""
+    deploy = root / "deploy/serving"
+    project = deployed.rules_text(ENV, deploy)
+    down = rule_index(project, triton_down_rule(project))
+    shortened = lab_for(SCRAPE_INTERVAL_S)
+    run_dir.mkdir(parents=True)
+    rules = run_dir / "rules.yml"
+    rules.write_text(shorten_fors(project, [down], shortened), encoding="utf-8")
+    check_shortened(project, rules.read_text(encoding="utf-8"), [down], shortened, SCRAPE_INTERVAL_S)
+    rule = alerting_rules(rules)[down]
+    assert rule["labels"]["severity"] == "page", rule
+    config, _ = deployed.alertmanager(ENV, deploy)
+    group_wait = seconds(config["route"].get("group_wait", "30s"))
+    with WebhookReceiver() as webhook:
+        _, config_file = deployed.write(run_dir / "deployed", f"{webhook.url}/{ENV}", ENV, deploy)
+        lab = ServingLab(run_dir / "run", rules=rules, alertmanager_config=config_file)
+        try:
+            lab.up()
+            wait_for(
+                lambda: webhook.receivers_of(f"/{ENV}", alertname=spec.HEARTBEAT_ALERT) == {"heartbeat"},
+                group_wait + 60,
+                "Watchdog at the heartbeat receiver of the new environment",
+            )
+            lab.triton.stop()
+            wait_for(
+                lambda: webhook.receivers_of(f"/{ENV}", alertname=rule["alert"]) == {"page"},
+                seconds(rule["for"]) + 2 * SCRAPE_INTERVAL_S + group_wait + 30,
+                f"{rule['alert']} at the page receiver of the new environment",
+            )
+        finally:
+            lab.down()
+
+
 def rollout_release(root: Path) -> str | None:
     (path,) = (root / "deploy/serving" / ENV / "manifests").glob("*-rollout-triton.yaml")
     rollout = next(doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc)
@@ -325,3 +383,4 @@ def test_every_command_of_the_page_runs_in_order_on_a_scratch_clone(tmp_path: Pa
     assert "gpu-serving:modelRelease" not in (root / f"pulumi/Pulumi.{ENV}.yaml").read_text(encoding="utf-8")
     assert rollout_release(root) is None
     assert walk.run(["git", "status", "--porcelain", "--", "pulumi", "deploy"]).stdout == ""
+    alerts_reach_the_environments_receivers(root, tmp_path / "alerting")
