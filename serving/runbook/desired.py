@@ -86,20 +86,33 @@ def _describe(reference: Reference | None) -> str:
 
 
 def _previous(checkout: Checkout, current: Reference | None) -> tuple[Reference | None, str]:
-    """The newest reference in the stack file's git history that differs from `current`."""
-    commits = checkout.log(checkout.stack_rel)
-    for commit, subject in commits:
+    """The release deployed before `current`, as the stack file's git history tells it (oldest
+    first): a value equal to the one before the last is a rollback and takes the last off, so
+    after A, B, C and a rollback to B, the release before B is A, not C."""
+    lineage: list[tuple[Reference | None, str]] = []
+    for commit, subject in reversed(checkout.log(checkout.stack_rel)):
         text = checkout.show(commit, checkout.stack_rel)
-        if text is None:
-            continue
-        reference = parse_reference(f"{checkout.stack_rel} at {commit[:12]}", text)
-        if reference != current:
-            return reference, f"commit {commit[:12]} ({subject})"
-    raise RefusedError(
-        f"{checkout.stack_rel}: {MODEL_RELEASE_KEY}: nothing to roll back to: the file's git history ({len(commits)} "
-        f"commits) holds no other value than the current one, {_describe(current)}; name a published release with "
-        "--to sha256:<hex>"
-    )
+        if text is not None:
+            reference = parse_reference(f"{checkout.stack_rel} at {commit[:12]}", text)
+            _deployed(lineage, reference, f"commit {commit[:12]} ({subject})")
+    _deployed(lineage, current, "the working tree")
+    if len(lineage) < 2:
+        raise RefusedError(
+            f"{checkout.stack_rel}: {MODEL_RELEASE_KEY}: nothing to roll back to: the file's git history holds no "
+            f"release before the current one, {_describe(current)}; name a published release with --to sha256:<hex>"
+        )
+    return lineage[-2]
+
+
+def _deployed(lineage: list[tuple[Reference | None, str]], reference: Reference | None, origin: str) -> None:
+    """`reference` deployed after those of `lineage`: the same as the last changes nothing, the one
+    before the last is a rollback (the last is taken off), anything else is a new release."""
+    if lineage and lineage[-1][0] == reference:
+        return
+    if len(lineage) >= 2 and lineage[-2][0] == reference:
+        lineage.pop()
+        return
+    lineage.append((reference, origin))
 
 
 def _published(checkout: Checkout, digest: str) -> Reference:

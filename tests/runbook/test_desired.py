@@ -173,6 +173,21 @@ def test_model_rollback_goes_back_to_the_previous_release_of_the_history(checkou
     commit_as_printed(checkout_root, out)
 
 
+def test_a_second_rollback_goes_further_back_not_to_the_release_rolled_back(checkout_root, capsys):
+    """History A, B, C, then a rollback to B: B turns out bad too, and the next rollback is A."""
+    first = _publish(checkout_root, "prod", "first")
+    second = _publish(checkout_root, "prod", "second")
+    _publish(checkout_root, "prod", "third")
+    code, out, err = runbook(checkout_root, capsys, "model-rollback", "--env", "prod")
+    assert code == 0, err
+    assert read_reference(checkout_root / "pulumi/Pulumi.prod.yaml") == second
+    commit_as_printed(checkout_root, out)
+    code, out, err = runbook(checkout_root, capsys, "model-rollback", "--env", "prod")
+    assert code == 0, err
+    assert read_reference(checkout_root / "pulumi/Pulumi.prod.yaml") == first
+    assert "(prod: model release first)" in out
+
+
 def test_model_rollback_of_the_first_release_removes_the_reference(checkout_root, capsys):
     before = state(checkout_root, "staging")
     _publish(checkout_root, "staging", "first")
