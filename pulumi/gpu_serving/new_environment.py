@@ -113,7 +113,11 @@ class _StackText:
         first, indent = key.start_mark.line, key.start_mark.column
         while indent and first and self.lines[first - 1].startswith(" " * indent + "#"):
             first -= 1
-        self._drop_lines(first, self.text[: value.end_mark.index].rstrip().count("\n"))
+        # A block value ends where the next key starts: the comments before that key are its own.
+        last = self.text[: value.end_mark.index].rstrip().count("\n")
+        while last > key.start_mark.line and _blank_or_comment(self.lines[last]):
+            last -= 1
+        self._drop_lines(first, last)
 
     def header(self, before: int, lines: list[str]) -> None:
         """Replace the comment lines above line `before` (the config key) with these."""
@@ -127,6 +131,11 @@ class _StackText:
         for start, end, new in sorted(self.edits, reverse=True):
             text = text[:start] + new + text[end:]
         return text
+
+
+def _blank_or_comment(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
 
 
 def _secret_commands(name: str) -> list[str]:
@@ -275,7 +284,7 @@ def report(result: Plan, name: str, source: str) -> str:
         f"  pulumi stack init {name}",
         *(f"  {command}" for command in _secret_commands(name)),
         "",
-        f"and render: make render ENV={name}; make render-addons INVENTORY=inventories/{name}; commit;"
+        f"and render: make render ENV={name}; make render-addons INVENTORY=inventories/{name}; make docs; commit;"
         f" pulumi up -s {name}",
     ]
     return "\n".join(lines)

@@ -74,7 +74,6 @@ class Kube:
         self.configuration = _load_configuration(kubeconfig, context)
         api_client = client.ApiClient(self.configuration)
         self.custom = client.CustomObjectsApi(api_client)
-        self.apps = client.AppsV1Api(api_client)
         self.autoscaling = client.AutoscalingV2Api(api_client)
 
     @property

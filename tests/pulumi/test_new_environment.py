@@ -182,6 +182,23 @@ def test_the_sources_secrets_and_model_release_are_not_copied(repository, capsys
         assert f"  {key}: " in out.split("Not copied from prod:", 1)[1]
 
 
+def test_a_dropped_secret_takes_its_own_lines_and_leaves_the_next_keys_comment(repository, capsys):
+    path = repository / "pulumi/Pulumi.prod.yaml"
+    text = path.read_text(encoding="utf-8")
+    comment = "  # The Triton settings of this environment (kept)."
+    text = text.replace(
+        "\n  gpu-serving:triton:\n",
+        "\n  gpu-serving:grafanaAdminPassword:\n    secure: v1:aXY=:Y2lwaGVydGV4dA==\n"
+        f"{comment}\n  gpu-serving:triton:\n",
+        1,
+    )
+    path.write_text(text, encoding="utf-8")
+    assert main(["edge", "--from", "prod"]) == 0
+    written = (repository / STACK).read_text(encoding="utf-8")
+    assert "secure:" not in written
+    assert f"{comment}\n  gpu-serving:triton:\n" in written
+
+
 def test_render_refuses_each_placeholder_left_naming_the_file_and_key_and_leaves_the_render(repository, capsys):
     assert main(["edge", "--from", "prod"]) == 0
     out = repository / "deploy/serving/edge"
