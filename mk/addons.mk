@@ -4,7 +4,8 @@
 #   make render-addons INVENTORY=inventories/prod   one inventory
 #   make check-ownership                            no object of any stack has two owners
 #   make test-addons                                the tests of tests/k8s_addons
-ADDON_ENVS := lab staging prod
+# Every inventory folder: the examples and any scripts/new-environment writes.
+ADDON_ENVS := $(notdir $(patsubst %/,%,$(wildcard inventories/*/)))
 ADDON_RENDER_ENVS = $(if $(filter command line environment,$(origin INVENTORY)),$(notdir $(INVENTORY)),$(ADDON_ENVS))
 # Each inventory renders here first: deploy/addons/<env> is replaced only by a render that
 # succeeded and whose objects have no second owner in any stack (gpu_serving.ownership).

@@ -1,6 +1,6 @@
 # The serving stack in pulumi/ (see pulumi/README.md).
 #   make render ENV=prod     write deploy/serving/prod/ from pulumi/Pulumi.prod.yaml
-#   make render-all          dev, staging and prod (commit the result: a test checks for drift)
+#   make render-all          every stack file's environment (commit the result: a test checks for drift)
 #   make test-policy         the policy pack's unit tests, in .venv-policy
 #   make rollouts-schema     Argo Rollouts' schemas (npm, tests/pulumi/argo-rollouts) for tests/pulumi
 #   make new-environment NAME=edge FROM=prod

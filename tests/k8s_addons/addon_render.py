@@ -14,7 +14,8 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 PLAYBOOK = REPO_ROOT / "playbooks" / "k8s_addons.yml"
-ENVIRONMENTS = ("lab", "staging", "prod")
+# Every inventory, as `make render-addons` renders them (the examples: lab, staging, prod).
+ENVIRONMENTS = tuple(sorted(path.name for path in (REPO_ROOT / "inventories").iterdir() if path.is_dir()))
 WORKLOAD_KINDS = {"DaemonSet", "Deployment", "StatefulSet", "Job"}
 
 

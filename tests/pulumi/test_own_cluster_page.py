@@ -207,7 +207,7 @@ def _git_push(walk: Walk, argv: list[str]) -> None:
 RULES: list[tuple[re.Pattern[str], Callable[[Walk, list[str]], None]]] = [
     (re.compile(r"^cd "), _cd),
     (re.compile(r"^make new-environment "), _new_environment),
-    (re.compile(r"^make (venv|render|render-addons)\b"), _as_is),
+    (re.compile(r"^make (venv|render|render-addons|docs)\b"), _as_is),
     (re.compile(r"^\.venv/bin/ansible-playbook .*playbooks/site\.yml"), _site),
     (re.compile(r"^make compliance "), _compliance),
     (re.compile(r"^pulumi "), _pulumi),
@@ -383,4 +383,7 @@ def test_every_command_of_the_page_runs_in_order_on_a_scratch_clone(tmp_path: Pa
     assert "gpu-serving:modelRelease" not in (root / f"pulumi/Pulumi.{ENV}.yaml").read_text(encoding="utf-8")
     assert rollout_release(root) is None
     assert walk.run(["git", "status", "--porcelain", "--", "pulumi", "deploy"]).stdout == ""
+    # Following the page leaves the repository's own checks green for the new environment too.
+    walk.run(["make", "check-ownership"])
+    walk.run([".venv/bin/pytest", "-q", "-p", "no:cacheprovider", "tests/pulumi/test_versions.py"])
     alerts_reach_the_environments_receivers(root, tmp_path / "alerting")
