@@ -43,7 +43,8 @@ NODE_INPUTS = (
 SKIPPED_NAMES = {"__pycache__", "hosts.yml"}  # bytecode, and the inventory `scripts/lab up` writes
 # The cluster add-ons are rendered on the controller into deploy/addons, which Argo CD applies:
 # no node play runs them (tests/unit/test_converged_image.py). Their argument specs still count:
-# preflight's check of the role variables in scope reads every role's specs on the node.
+# preflight's check of the role variables in scope (a filter on the controller, for each node)
+# reads every role's specs, so they decide whether a node play passes.
 CONTROLLER_ONLY = ("roles/k8s_addons", "playbooks/k8s_addons.yml")
 READ_BY_NODE_PLAYS = ("roles/k8s_addons/meta/argument_specs.yml",)
 SKIPPED_SUFFIXES = {".md", ".pyc"}  # the docs beside the code reach no node

@@ -99,8 +99,8 @@ def test_every_runbook_section_says_what_it_means_what_to_check_and_what_to_do()
 
 
 def test_every_runbook_command_of_the_runbook_page_is_one_the_runbook_takes():
-    """The page names no `scripts/runbook` command that does not exist (the live `scale` and
-    `rollback` are gone): each one, placeholders filled in, parses with the runbook's own parser."""
+    """The page names no `scripts/runbook` command that does not exist: each one, placeholders
+    filled in, parses with the runbook's own parser."""
     text = spec.RUNBOOK.read_text(encoding="utf-8")
     commands = re.findall(r"`scripts/runbook ([^`]+)`", text)
     outside = text.count("scripts/runbook") - len(commands) - text.count("`scripts/runbook`")
