@@ -42,15 +42,13 @@ from lab_fleet import deployed
 from lab_fleet.serving import SCRAPE_INTERVAL_S, ServingLab
 from model_repo_check.tritonserver.processes import (
     LOOPBACK,
-    free_port,
-    spawn,
-    stop_group,
     wait_for,
-    wait_ready,
 )
 from model_repo_check.tritonserver.server import TritonProcess
 from monitoring import spec
+from serving.release.store import client
 from tests.pulumi.test_new_environment import FILLED, fill, listed
+from tests.release.moto import CREDENTIALS, moto_s3
 from tests.serving_lab.alerting import (
     WebhookReceiver,
     alerting_rules,
@@ -67,7 +65,6 @@ pytestmark = pytest.mark.serving_lab
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs/own-cluster.md"
 ENV = "edge"
-MOTO_SERVER = ROOT / ".venv-s3/bin/moto_server"
 # The environments linked into the copy, as `make` would link them from the cache.
 VENVS = (".venv", ".venv-s3", ".venv-triton")
 MARKER = re.compile(r'"<fill: [^"]*>"')
@@ -96,9 +93,7 @@ class Walk:
     def env(self) -> dict[str, str]:
         return {
             **os.environ,
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_REGION": "us-east-1",
+            **CREDENTIALS,
             "AWS_ENDPOINT_URL_S3": self.endpoint,
             "GIT_AUTHOR_NAME": "walk",
             "GIT_AUTHOR_EMAIL": "walk@example.test",
@@ -252,30 +247,10 @@ def _copy(target: Path) -> None:
 @pytest.fixture
 def s3(tmp_path: Path) -> Iterator[str]:
     """moto's S3 server on a loopback port, with the bucket the filled stack names."""
-    if not MOTO_SERVER.exists():
-        pytest.fail(f"{MOTO_SERVER} is missing: make .venv-s3/.stamp (requirements-s3.txt)")
-    port = free_port()
-    log = tmp_path / "moto.log"
-    proc = spawn([str(MOTO_SERVER), "-H", LOOPBACK, "-p", str(port)], log)
-    try:
-        endpoint = f"http://{LOOPBACK}:{port}"
-        wait_ready(f"{endpoint}/moto-api/", 30, "moto_server", proc, log)
+    with moto_s3(tmp_path) as endpoint, mock.patch.dict(os.environ, CREDENTIALS):
         bucket = FILLED["triton.modelRepository"].removeprefix("s3://").split("/", 1)[0]
-        subprocess.run(
-            [
-                str(ROOT / ".venv-s3/bin/python"),
-                "-c",
-                f"import boto3; boto3.client('s3', endpoint_url={endpoint!r},"
-                f" aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')"
-                f".create_bucket(Bucket={bucket!r})",
-            ],
-            check=True,
-            capture_output=True,
-        )
+        client(endpoint).make_bucket(bucket)
         yield endpoint
-    finally:
-        stop_group(proc.pid)
-        proc.wait()
 
 
 def triton_repository(root: Path) -> str:

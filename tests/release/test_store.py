@@ -12,45 +12,31 @@ from pathlib import Path
 import pytest
 from minio import Minio
 
-from model_repo_check.tritonserver.processes import LOOPBACK, free_port, spawn, stop_group, wait_ready
+from model_repo_check.tritonserver.processes import LOOPBACK, free_port
 from serving.release.cli import main
 from serving.release.content import read_content
 from serving.release.index import record_path
 from serving.release.stack import KEY, read_reference
 from serving.release.store import MANIFEST, Location, client
-from tests.release.conftest import ROOT, Workspace
+from tests.release.conftest import Workspace
+from tests.release.moto import CREDENTIALS, moto_s3
 
 pytestmark = pytest.mark.serving_lab
 
-MOTO_SERVER = ROOT / ".venv-s3" / "bin" / "moto_server"
 BUCKET = "gpu-serving-models"
 
 
 @pytest.fixture
 def s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Minio]]:
     """moto's S3 server on a loopback port, with the bucket; stopped whatever the test does."""
-    if not MOTO_SERVER.exists():
-        pytest.fail(f"{MOTO_SERVER} is missing: make .venv-s3/.stamp (requirements-s3.txt)")
-    port = free_port()
-    log = tmp_path / "moto.log"
-    proc = spawn([str(MOTO_SERVER), "-H", LOOPBACK, "-p", str(port)], log)
-    try:
-        endpoint = f"http://{LOOPBACK}:{port}"
-        wait_ready(f"{endpoint}/moto-api/", 30, "moto_server", proc, log)
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_REGION": "us-east-1",
-        }.items():
+    with moto_s3(tmp_path) as endpoint:
+        for name, value in CREDENTIALS.items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
         monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
         s3 = client(endpoint)
         s3.make_bucket(BUCKET)
         yield endpoint, s3
-    finally:
-        stop_group(proc.pid)
-        proc.wait()
 
 
 def _objects(s3: Minio, prefix: str) -> dict[str, bytes]:
