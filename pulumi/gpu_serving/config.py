@@ -557,7 +557,7 @@ def _kubernetes(top: _Reader) -> Kubernetes:
     return Kubernetes(context=reader.string("context"), cluster=reader.string("cluster"), kubeconfig=path)
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     """A path as people find it: relative to the repository when inside it."""
     root = PULUMI_DIR.parent
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
@@ -572,14 +572,14 @@ def _refuse_placeholders(top: _Reader) -> None:
     if isinstance(inventory, str) and not markers.is_marker(inventory):
         in_inventory = list(markers.in_inventory((PULUMI_DIR / inventory).resolve()))
     every = [f"{top.source}: {PROJECT}:{key}" for key, _ in in_stack]
-    every += [f"{_shown(path)}: {key}" for path, key, _ in in_inventory]
+    every += [f"{shown_path(path)}: {key}" for path, key, _ in in_inventory]
     left = f"({len(every)} left: {'; '.join(every)})"
     if in_stack:
         key, value = in_stack[0]
         raise ConfigError(top.source, key, f"is a placeholder to fill, {value} {left}")
     if in_inventory:
         path, key, value = in_inventory[0]
-        raise ConfigError(_shown(path), "", f"{key}: is a placeholder to fill, {value} {left}")
+        raise ConfigError(shown_path(path), "", f"{key}: is a placeholder to fill, {value} {left}")
 
 
 def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix.Matrix | None = None) -> StackConfig:
@@ -621,6 +621,11 @@ def parse(raw: Mapping[str, Any], env: str, source: str, matrix: platform_matrix
 
 def stack_file(env: str) -> Path:
     return PULUMI_DIR / f"Pulumi.{env}.yaml"
+
+
+def stack_names() -> list[str]:
+    """Every environment with a stack file in pulumi/ (the examples and any new one), sorted."""
+    return sorted(path.name.split(".")[1] for path in PULUMI_DIR.glob("Pulumi.*.yaml"))
 
 
 def from_stack_file(env: str, path: Path | None = None) -> StackConfig:

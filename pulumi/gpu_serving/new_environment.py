@@ -249,7 +249,7 @@ def plan(name: str, source: str) -> Plan:
             raise Refused(f"{_relative(existing)} exists already: {name!r} is not a new environment")
     path = config.stack_file(source)
     if not NAME.match(source) or not path.is_file():
-        known = ", ".join(sorted(p.name.split(".")[1] for p in config.PULUMI_DIR.glob("Pulumi.*.yaml")))
+        known = ", ".join(config.stack_names())
         raise Refused(f"--from {source}: there is no stack file pulumi/Pulumi.{source}.yaml (stacks: {known})")
     try:
         config.from_stack_file(source)

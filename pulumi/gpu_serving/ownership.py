@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from gpu_serving import charts, gitops, manifests, projects, serving_layer, triton
-from gpu_serving.config import PULUMI_DIR, ConfigError, StackConfig, from_stack_file
+from gpu_serving.config import PULUMI_DIR, ConfigError, StackConfig, from_stack_file, shown_path, stack_names
 from gpu_serving.fleet import FleetError
 from gpu_serving.manifests import Obj
 from monitoring.alerting import RECEIVERS_SECRET
@@ -142,10 +142,6 @@ def pulumi_registered(cfg: StackConfig) -> dict[str, tuple[list[Obj], list[chart
     }
 
 
-def _display(path: Path) -> str:
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
-
-
 class _Sources:
     """This repository's folders as Argo CD reads them, with `overrides` (repo-relative folder ->
     folder read in its place)."""
@@ -166,13 +162,13 @@ class _Sources:
             try:
                 documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
             except yaml.YAMLError as exc:
-                raise OwnershipError(f"{_display(path)}: not YAML: {exc}") from exc
+                raise OwnershipError(f"{shown_path(path)}: not YAML: {exc}") from exc
             for document in documents:
                 if document is None:
                     continue
                 if not isinstance(document, dict) or not (document.get("metadata") or {}).get("name"):
-                    raise OwnershipError(f"{_display(path)}: a document without kind and metadata.name")
-                yield _display(path), document
+                    raise OwnershipError(f"{shown_path(path)}: a document without kind and metadata.name")
+                yield shown_path(path), document
 
     def application_claims(self, app: Obj, where: str, seen: set[Identity]) -> Iterator[Claim]:
         """What Application `app` (held by `where`) syncs, and what the Applications among that sync."""
@@ -239,10 +235,6 @@ def doubled(found: Sequence[Claim]) -> list[str]:
     return problems
 
 
-def stacks() -> list[str]:
-    return sorted(path.name.split(".")[1] for path in PULUMI_DIR.glob("Pulumi.*.yaml"))
-
-
 def _override(text: str) -> tuple[str, Path]:
     folder, sep, path = text.partition("=")
     if not sep or not folder or not path:
@@ -261,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides = dict(args.source)
     failed = False
-    for env in args.env or stacks():
+    for env in args.env or stack_names():
         try:
             cfg = from_stack_file(env)
             found = claims(cfg, overrides)

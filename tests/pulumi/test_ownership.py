@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpu_serving import ownership
-from gpu_serving.config import from_stack_file
+from gpu_serving.config import from_stack_file, stack_names
 from gpu_serving.ownership import Identity, OwnershipError, claims, doubled, identity
 
 import pulumi
@@ -19,7 +19,7 @@ from tests.k8s_addons.addon_render import render
 from tests.pulumi.pulumi_mocks import run_program
 
 REPO = ownership.REPO_ROOT
-STACKS = ownership.stacks()
+STACKS = stack_names()
 COMPONENT = "gpu-serving:serving:"
 
 

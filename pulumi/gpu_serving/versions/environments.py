@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 import platform_matrix
-from gpu_serving.config import PULUMI_DIR, Image, StackConfig
+from gpu_serving.config import PULUMI_DIR, Image, StackConfig, stack_names
 from gpu_serving.versions.labs import (
     Labs,
     VersionsError,
@@ -53,8 +53,7 @@ class Environment:
 
 
 def stack_environments() -> list[str]:
-    found = [path.name.split(".")[1] for path in PULUMI_DIR.glob("Pulumi.*.yaml")]
-    return sorted(found, key=lambda env: (ORDER.index(env) if env in ORDER else len(ORDER), env))
+    return sorted(stack_names(), key=lambda env: (ORDER.index(env) if env in ORDER else len(ORDER), env))
 
 
 def fleet_variables(path: Path) -> Mapping[str, Any]:
