@@ -78,6 +78,12 @@ GUEST_FILES: dict[str, str] = {
         "[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/usr/local/sbin/lab-seed\n\n"
         "[Install]\nWantedBy=multi-user.target\n"
     ),
+    # qemu boots the kernel and initrd kept beside the image (built with Debian's default,
+    # MODULES=most, in the chroot), never the guest's /boot/initrd.img. The guest still rebuilds its
+    # own whenever a package's trigger or the driver role asks (and the lab reads the blacklist in
+    # it), so it builds only the modules this VM uses: under TCG a rebuild took 151 s with `most`
+    # and 47 s with `dep`, with the same hooks and /etc files inside.
+    "etc/initramfs-tools/conf.d/lab-modules.conf": "MODULES=dep\n",
     "etc/hosts": "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n",
     "etc/hostname": "lab-node\n",
 }
