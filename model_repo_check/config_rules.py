@@ -170,7 +170,17 @@ def _check_instance_groups(model: ModelDir, report: Report) -> None:
                 f"{label} has kind {Kind.Name(group.kind)} but specifies one or more GPUs ({list(group.gpus)})",
                 model.where.find("instance_group", i, "gpus"),
             )
-        if group.kind == Kind.KIND_AUTO and group.gpus:
+        if group.kind in (Kind.KIND_GPU, Kind.KIND_AUTO) and (negative := [g for g in group.gpus if g < 0]):
+            # CUDA device ids start at 0: no node has GPU -1. Triton refuses a KIND_GPU group with an id
+            # outside the GPUs it found; KIND_AUTO becomes KIND_GPU on a GPU host (the same refusal) and
+            # KIND_CPU elsewhere, which is refused for listing gpus at all (measured in the corpus).
+            report.error(
+                "gpu-id-negative",
+                f"{label} specifies invalid or unsupported gpu id {negative[0]}: GPU ids are CUDA device "
+                "indices, 0 and up",
+                model.where.find("instance_group", i, "gpus"),
+            )
+        elif group.kind == Kind.KIND_AUTO and group.gpus:
             report.warning(
                 "auto-group-with-gpus",
                 f"{label} is KIND_AUTO and lists gpus {list(group.gpus)}: where any of them is missing Triton makes "

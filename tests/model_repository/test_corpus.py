@@ -316,6 +316,14 @@ BROKEN = [
         "^gpus: [0]",
     ),
     Case(
+        "negative-gpu-id",
+        edit(TC, "kind: KIND_AUTO", "kind: KIND_AUTO\n    gpus: [-1]"),
+        "gpu-id-negative",
+        "specifies invalid or unsupported gpu id -1: GPU ids are CUDA device indices, 0 and up",
+        TC_CONFIG,
+        "^gpus: [-1]",
+    ),
+    Case(
         "zero-dim",
         edit(IP, "dims: [224, 224, 3]", "dims: [224, 0, 3]"),
         "dims-value",

@@ -82,6 +82,9 @@ TRITON: dict[str, Expected] = {
     ),
     "warmup-feeds-unknown-input": Expected(FAILED, "expected 1 inputs but got 0 inputs", crash_prone=True),
     "cpu-group-lists-gpus": Expected(FAILED, "has kind KIND_CPU but specifies one or more GPUs"),
+    # KIND_AUTO becomes KIND_CPU where Triton sees no GPU (here), which refuses any gpus; on a GPU
+    # host it becomes KIND_GPU, which refuses -1 as an invalid gpu id. Refused either way.
+    "negative-gpu-id": Expected(FAILED, "has kind KIND_CPU but specifies one or more GPUs"),
     "zero-dim": Expected(FAILED, "model input 'image' dimension must be integer >= 1, or -1"),
     # the ONNX model against its config: Triton's C++ onnxruntime backend compares them when it
     # loads the model; the Python stand-in does not, so here only the warmup can catch them.
