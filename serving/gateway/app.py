@@ -1,11 +1,14 @@
-"""The FastAPI app: POST /v1/<model> for each mapping, GET /v1/samples/<model>, /livez, /readyz
-and /metrics.
+"""The FastAPI app: POST /v1/<model> for each mapping, GET /v1/<model>/ready, GET /v1/samples/<model>,
+/livez, /readyz and /metrics.
 
-A request goes: Triton ready (else 503) -> body valid against the model's request model (else
-422 naming each bad field) -> a slot of the gateway's own bound (else 429) -> one gRPC call with
-the deadline (504 past it; 503 when Triton is unreachable, 502 when it refuses) -> the business
-answer, with Triton's echo of the request ID in X-Request-ID. Successful requests are sampled
-into the model's drift buffer.
+A request goes: Triton reachable and ready (else 503) -> the model ready (else 503, for that model
+only) -> admitted within the gateway's own bound (else 429 at once, before the body is read) ->
+the body within its size limit (else 413, before parsing) -> valid against the model's request
+model (else 422 naming each bad field) -> a call slot -> one gRPC call given what is left of the
+deadline, which Triton's queue policy honours too (504 past it) -> the business answer, with
+Triton's echo of the request ID in X-Request-ID. A failed call is judged by `refusals.py`:
+Triton's full queue is 429 for that model, a model not loaded 503 for that model, Triton
+unreachable 503. Successful requests are sampled into the model's drift buffer.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 from tritonclient.utils import InferenceServerException
 
-from serving.gateway import schema
+from serving.gateway import refusals, schema
 from serving.gateway.admission import Admission, OverloadedError
 from serving.gateway.features import SampleBuffer, features
 from serving.gateway.mapping import ModelMapping
@@ -36,6 +39,9 @@ from serving.gateway.upstream import Readiness, TritonPool
 REQUEST_ID = "X-Request-ID"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 RETRY_AFTER = {"Retry-After": "1"}
+# Triton gets what is left of the deadline and gRPC that plus this: a request still queued when
+# its time runs out is dropped by Triton's queue policy, whose answer (with its reason) comes first.
+QUEUE_ANSWER_GRACE_S = 0.05
 
 
 @dataclass
@@ -67,7 +73,12 @@ class Gateway:
     async def running(self) -> AsyncIterator[None]:
         self.pool = TritonPool(self.settings.triton_grpc, self.settings.grpc_channels)
         self.readiness = Readiness(
-            self.pool, list(self.mappings), self.settings.probe_period_s, self.metrics.triton_ready.set
+            self.pool,
+            list(self.mappings),
+            self.settings.probe_period_s,
+            self.metrics.triton_ready.set,
+            lambda model, ready: self.metrics.model_ready.labels(model).set(int(ready)),
+            self.settings.probe_timeouts,
         )
         self.metrics.triton_ready.set(0)
         probe = asyncio.create_task(self.readiness.run())
@@ -82,49 +93,89 @@ class Gateway:
         self.metrics.rejections.labels(model, reason).inc()
         return Reply(code, {"error": message}, request_id, RETRY_AFTER)
 
-    async def infer(self, model: str, body: bytes, request_id: str) -> Reply:
-        mapping = self.mappings[model]
-        assert self.readiness is not None and self.pool is not None
+    async def infer(self, model: str, request: Request, request_id: str, started: float) -> Reply:
+        assert self.readiness is not None
         if not self.readiness.ready:
             message = f"Triton is not ready: {self.readiness.reason}"
             return self._refuse(model, 503, "triton_not_ready", message, request_id)
+        if not self.readiness.models_ready[model]:
+            message = f"model {model} is not ready at Triton"
+            return self._refuse(model, 503, "model_not_ready", message, request_id)
         try:
-            request: BaseModel = self.models[model].model_validate_json(body)
-        except ValidationError as err:
-            return Reply(422, {"error": "invalid request", "detail": schema.field_errors(err)}, request_id)
-        values = schema.arrays(mapping, request)
-        try:
-            async with self.admission.slot():
-                started = time.perf_counter()
-                try:
-                    result = await self.pool.client().infer(
-                        model,
-                        schema.infer_inputs(mapping, values),
-                        outputs=schema.requested_outputs(mapping),
-                        request_id=request_id,
-                        client_timeout=self.settings.deadline_ms / 1000,
-                    )
-                finally:
-                    self.metrics.upstream_latency.labels(model).observe(time.perf_counter() - started)
+            async with self.admission.admitted():
+                return await self._admitted(model, request, request_id, started)
         except OverloadedError as err:
             return self._refuse(model, 429, "overloaded", f"gateway overloaded: {err}", request_id)
-        except InferenceServerException as err:
-            return self._failed(model, err, request_id)
+
+    async def _admitted(self, model: str, request: Request, request_id: str, started: float) -> Reply:
+        mapping = self.mappings[model]
+        assert self.pool is not None
+        try:
+            body = await read_body(request, self.settings.max_body_bytes)
+        except BodyTooLargeError as err:
+            return Reply(413, {"error": str(err)}, request_id)
+        try:
+            parsed: BaseModel = self.models[model].model_validate_json(body)
+        except ValidationError as err:
+            return Reply(422, {"error": "invalid request", "detail": schema.field_errors(err)}, request_id)
+        values = schema.arrays(mapping, parsed)
+        deadline = started + self.settings.deadline_ms / 1000
+        async with self.admission.turn():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return Reply(504, {"error": f"no answer within {self.settings.deadline_ms:g} ms"}, request_id)
+            called = time.perf_counter()
+            try:
+                result = await self.pool.client().infer(
+                    model,
+                    schema.infer_inputs(mapping, values),
+                    outputs=schema.requested_outputs(mapping),
+                    request_id=request_id,
+                    timeout=max(int(left * 1e6), 1),  # microseconds, for the model's queue policy
+                    client_timeout=left + QUEUE_ANSWER_GRACE_S,
+                )
+            except InferenceServerException as err:
+                refusal = refusals.classify(err.status(), err.message() or "", time.perf_counter() >= deadline)
+                return self._failed(model, refusal, request_id)
+            finally:
+                self.metrics.upstream_latency.labels(model).observe(time.perf_counter() - called)
         buffer = self.samples[model]
         if buffer.sampled() and buffer.add(features(mapping, values)):
             self.metrics.samples_dropped.labels(model).inc()
         return Reply(200, schema.answer(mapping, result), result.get_response().id)
 
-    def _failed(self, model: str, err: InferenceServerException, request_id: str) -> Reply:
-        status = (err.status() or "").removeprefix("StatusCode.")
-        message = f"Triton ({status or 'error'}): {err.message()}"
-        if status == "DEADLINE_EXCEEDED":
+    def _failed(self, model: str, refusal: refusals.Refusal, request_id: str) -> Reply:
+        assert self.readiness is not None
+        message = f"Triton ({refusal.status or 'error'}): {refusal.message}"
+        kind = refusal.kind
+        if kind is refusals.Kind.TOO_LATE:
             return Reply(504, {"error": f"no answer within {self.settings.deadline_ms:g} ms: {message}"}, request_id)
-        if status == "UNAVAILABLE":
-            assert self.readiness is not None
-            self.readiness.unreachable(message)
-            return Reply(503, {"error": message}, request_id, RETRY_AFTER)
-        return Reply(502, {"error": message}, request_id)
+        if kind is refusals.Kind.MODEL_NOT_READY:
+            self.readiness.model_not_ready(model)
+        elif kind is refusals.Kind.UNREACHABLE:
+            self.readiness.suspect()
+        if refusal.retry:
+            return self._refuse(model, refusal.code, kind.value, message, request_id)
+        return Reply(refusal.code, {"error": message}, request_id)
+
+
+class BodyTooLargeError(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, refused past `limit` bytes from its Content-Length or while it streams in."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLargeError(f"request body of {int(declared)} bytes is larger than the limit, {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError(f"request body is larger than the limit, {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _model_route(gateway: Gateway, model: str) -> Any:
@@ -137,7 +188,7 @@ def _model_route(gateway: Gateway, model: str) -> Any:
         in_flight.inc()
         try:
             if _REQUEST_ID.fullmatch(request_id):
-                reply = await gateway.infer(model, await request.body(), request_id)
+                reply = await gateway.infer(model, request, request_id, started)
             else:
                 detail = [{"field": f"header {REQUEST_ID}", "msg": f"must match {_REQUEST_ID.pattern}"}]
                 reply = Reply(422, {"error": "invalid request", "detail": detail}, uuid.uuid4().hex)
@@ -149,6 +200,10 @@ def _model_route(gateway: Gateway, model: str) -> Any:
         return JSONResponse(reply.body, status_code=reply.code, headers=headers)
 
     return infer
+
+
+def _unknown_model(gateway: Gateway, model: str) -> Response:
+    return JSONResponse({"error": f"no mapping for model {model!r}", "models": sorted(gateway.models)}, 404)
 
 
 def create_app(settings: Settings, mappings: dict[str, ModelMapping]) -> FastAPI:
@@ -178,9 +233,23 @@ def create_app(settings: Settings, mappings: dict[str, ModelMapping]) -> FastAPI
     @app.get("/v1/samples/{model}")
     async def samples(model: str, limit: int = Query(100, ge=1)) -> Response:
         if model not in gateway.samples:
-            return JSONResponse({"error": f"no mapping for model {model!r}", "models": sorted(gateway.samples)}, 404)
+            return _unknown_model(gateway, model)
         buffer = gateway.samples[model]
         return JSONResponse({"model": model, "features": buffer.names, "rows": buffer.drain(limit)})
+
+    @app.get("/v1/{model}/ready")
+    async def model_ready(model: str) -> Response:
+        readiness = gateway.readiness
+        assert readiness is not None
+        if model not in gateway.models:
+            return _unknown_model(gateway, model)
+        ready = readiness.ready and readiness.models_ready[model]
+        body = {"model": model, "ready": ready, "triton_ready": readiness.ready, "checked_at": readiness.checked_at}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.post("/v1/{model}")
+    async def unknown_model(model: str) -> Response:
+        return _unknown_model(gateway, model)
 
     @app.get("/livez")
     async def livez() -> dict[str, bool]:

@@ -10,6 +10,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 LATENCY_BUCKETS = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
+REJECTION_REASONS = ("overloaded", "triton_overloaded", "model_not_ready", "triton_not_ready", "triton_unreachable")
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -41,13 +44,20 @@ class Metrics:
         )
         self.rejections = Counter(
             "gateway_rejections",
-            "Requests refused before reaching Triton: reason overloaded (429) or triton_not_ready (503).",
+            "Requests refused, by model and reason: overloaded (429, the gateway's bound), triton_overloaded (429,"
+            " the model's queue at Triton), model_not_ready (503), triton_not_ready and triton_unreachable (503).",
             ["model", "reason"],
             registry=self.registry,
         )
         self.triton_ready = Gauge(
             "gateway_triton_ready",
-            "1 while the readiness probe finds Triton and every mapped model ready, else 0.",
+            "1 while the readiness probe reaches Triton and finds its server ready, else 0 (models apart).",
+            registry=self.registry,
+        )
+        self.model_ready = Gauge(
+            "gateway_model_ready",
+            "1 while the readiness probe finds the model ready at Triton, else 0; its requests get 503 meanwhile.",
+            ["model"],
             registry=self.registry,
         )
         self.samples_dropped = Counter(
@@ -64,5 +74,6 @@ class Metrics:
             self.upstream_latency.labels(model)
             self.in_flight.labels(model)
             self.samples_dropped.labels(model)
-            for reason in ("overloaded", "triton_not_ready"):
+            self.model_ready.labels(model).set(0)
+            for reason in REJECTION_REASONS:
                 self.rejections.labels(model, reason)

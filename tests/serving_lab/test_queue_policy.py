@@ -47,6 +47,7 @@ def test_triton_reads_the_committed_queue_policy(tmp_path: Path) -> None:
     assert policy.get("timeout_action", "REJECT") == "REJECT"
     assert int(policy["max_queue_size"]) == 64
     assert int(policy["default_timeout_microseconds"]) == 2_000_000
+    assert policy["allow_timeout_override"] is True  # the gateway's deadline reaches the queue
 
 
 def test_an_overloaded_queue_rejects_instead_of_waiting(tmp_path: Path) -> None:

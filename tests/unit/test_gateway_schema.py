@@ -100,7 +100,7 @@ def test_admission_refuses_beyond_concurrency_plus_queue() -> None:
 
         async def call(name: str) -> None:
             try:
-                async with admission.slot():
+                async with admission.admitted(), admission.turn():
                     outcomes.append(f"{name} in")
                     await release.wait()
             except OverloadedError:
