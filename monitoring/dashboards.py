@@ -464,17 +464,26 @@ def _gateway() -> tuple[Section, ...]:
                 Panel(
                     "Rejections",
                     units.RequestsPerSecond,
-                    "Requests refused before Triton: overloaded (429, the gateway's bound) or triton_not_ready (503).",
+                    "Requests refused, by reason: overloaded (429, the gateway's bound), triton_overloaded (429, the"
+                    " model's queue at Triton), model_not_ready (503, that model), triton_not_ready and"
+                    " triton_unreachable (503).",
                     (Query(f'{GATEWAY_REJECTIONS}{{model=~"$model"}}', f"{model} {_label('reason')}"),),
                 ),
                 Panel(
                     "Gateways that find Triton ready",
                     units.Short,
-                    "Gateway pods whose readiness probe finds Triton and every mapped model ready, against all.",
+                    "Gateway pods whose readiness probe reaches Triton and finds its server ready, against all.",
                     (
                         Query("sum(gateway_triton_ready)", "ready"),
                         Query("count(gateway_triton_ready)", "gateway pods"),
                     ),
+                ),
+                Panel(
+                    "Gateways that find the model ready",
+                    units.Short,
+                    "Gateway pods whose probe finds the model loaded and ready at Triton; while it is not, that"
+                    " model's requests get 503 and the others are served.",
+                    (Query('sum by (model) (gateway_model_ready{model=~"$model"})', model),),
                 ),
             ),
         ),

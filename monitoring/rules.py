@@ -411,11 +411,12 @@ def gateway_alerts() -> Group:
         ),
         alert(
             "GatewayOverloaded",
-            f'{GATEWAY_REJECTIONS}{{reason="overloaded"}} > 0',
+            f'{GATEWAY_REJECTIONS}{{reason=~"overloaded|triton_overloaded"}} > 0',
             for_="10m",
             severity="ticket",
-            summary="The gateway refuses requests with 429: its own bound is full.",
-            description="{{ $labels.model }}: {{ $value }} requests per second refused with 429 for 10 minutes.",
+            summary="The gateway answers 429: its own bound, or the model's queue at Triton, is full.",
+            description="{{ $labels.model }}: {{ $value }} requests per second refused with 429"
+            " ({{ $labels.reason }}) for 10 minutes.",
         ),
     )
 

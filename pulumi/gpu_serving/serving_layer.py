@@ -28,8 +28,10 @@ DRIFT_AGENT = "drift-agent"  # its Deployment, labels and ServiceAccount
 DRIFT_PORT = 8080  # the drift agent's /metrics and health
 APP_UID = 10001  # a high uid of no host user (checkov CKV_K8S_40); the images' USER
 GPU_NODE_LABEL = "nvidia.com/gpu.present"  # set on every GPU node by roles/k8s_addons
-# Readiness follows Triton (/readyz asks it): one failed probe takes a pod out of the Service,
-# so clients see the gateway unready within one period of Triton going away.
+# Readiness follows Triton's reachability, never a model's load or state (/readyz reads the
+# gateway's own probe, which counts a refused connection at once and three slow answers in a row):
+# two failed probes take a pod out of the Service, so a gateway whose event loop is briefly too
+# busy to answer within the timeout stays in, and one that lost Triton leaves within 10 s.
 READINESS_PERIOD_SECONDS = 5
 LIVENESS_PERIOD_SECONDS = 10
 # Envoy retries only what never reached the gateway; a 503 the gateway answers (Triton not
@@ -38,10 +40,15 @@ RETRY_ON = "connect-failure,refused-stream,reset"
 # Above Triton's route timeout (triton.ROUTE_TIMEOUT, 30 s): Envoy gives up on the gateway only
 # after the gateway has had Triton's answer or timeout to report.
 GATEWAY_TIMEOUT = "35s"
-# Ten 5xx in a row (the gateway answers 503 itself while Triton is away, on every replica at once,
-# hence more than Triton's five) eject a gateway replica for 30 s; never more than half of them.
+# A gateway replica is ejected for what fails at the connection (5 connect failures, resets or
+# timeouts in a row, splitExternalLocalOriginErrors), never for the 5xx it answers itself: a 503
+# for a model that is not loaded, or a 504, is the same on every replica, and ejecting replicas
+# for it would take capacity from the models that work (consecutive5xxErrors 0 turns that off).
+# A replica that loses Triton leaves the Service through its readiness instead. At most half go.
 GATEWAY_OUTLIER_DETECTION = {
-    "consecutive5xxErrors": 10,
+    "splitExternalLocalOriginErrors": True,
+    "consecutiveLocalOriginFailures": 5,
+    "consecutive5xxErrors": 0,
     "interval": "10s",
     "baseEjectionTime": "30s",
     "maxEjectionPercent": 50,
@@ -205,7 +212,7 @@ def gateway_objects(cfg: StackConfig) -> list[Obj]:
         "ports": [{"name": "http", "containerPort": GATEWAY_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(gateway.resources.requests), "limits": dict(gateway.resources.limits)},
         "livenessProbe": http_probe("/livez", LIVENESS_PERIOD_SECONDS, 3, timeout=2),
-        "readinessProbe": http_probe("/readyz", READINESS_PERIOD_SECONDS, 1, timeout=2),
+        "readinessProbe": http_probe("/readyz", READINESS_PERIOD_SECONDS, 2, timeout=2),
     }
     deployment = _deployment(
         cfg,

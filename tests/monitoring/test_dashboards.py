@@ -46,6 +46,7 @@ UNITS = {
         "In flight": "short",
         "Rejections": "reqps",
         "Gateways that find Triton ready": "short",
+        "Gateways that find the model ready": "short",
     },
     "cgroup-limiter": {
         "Pod IO rate and limit": "Bps",

@@ -122,8 +122,9 @@ def test_the_gateway_calls_the_triton_services_grpc_port_and_probes_livez_and_re
         {"path": "/livez", "port": "http"},
         {"path": "/readyz", "port": "http"},
     )
-    # Readiness follows Triton: one failed probe (5 s period) takes the pod out of the Service.
-    assert (ready["periodSeconds"], ready["failureThreshold"]) == (5, 1)
+    # Readiness follows Triton: two failed probes (5 s period) take the pod out of the Service;
+    # a refused connection to Triton fails the next probe, slow answers after three in a row.
+    assert (ready["periodSeconds"], ready["failureThreshold"]) == (5, 2)
     assert live["failureThreshold"] * live["periodSeconds"] > ready["periodSeconds"]
     (port,) = objs["Service", "gateway"]["spec"]["ports"]
     assert (port["port"], port["targetPort"], port["name"]) == (8000, "http", "http")
