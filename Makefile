@@ -88,9 +88,9 @@ test-lab: deps venv
 # each with its JUnit report and log under reports/, then a one-screen summary (wall time per gate,
 # passed/failed/skipped, every skip with its reason, the slowest tests). The first gate, envs,
 # installs every tool and environment, so that no later gate's time is an install's.
-# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk. The VM lab (one qemu
-# process, one core) runs in a second lane beside the other gates once the environments exist;
-# LANES=1 runs every gate one after another.
+# Areas add gates that need their own venv to TEST_TARGETS in mk/<area>.mk. The VM lab runs in a
+# second lane beside the other gates once the environments exist, at nice 10, so that the proofs
+# that measure time get the CPU first; LANES=1 runs every gate one after another.
 GATES = envs lint test-offline $(TEST_TARGETS)
 LANES ?= 2
 test:

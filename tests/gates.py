@@ -5,8 +5,8 @@
     python3 -m tests.gates summary                             the table of the last run, from reports/
 
 Each gate runs as `make GATE`, its output shown and kept in reports/logs/GATE.log. A `--beside` gate
-runs in a second lane, next to the others, once the first gate (the environments) has finished; its
-output goes to its log, whose tail is shown at the end when it fails. A SIGTERM (a CI timeout) or
+runs in a second lane at nice 10, next to the others, once the first gate (the environments) has
+finished; its output goes to its log, whose tail is shown at the end when it fails. A SIGTERM (a CI timeout) or
 Ctrl-C is passed on to the running gates' process groups as SIGINT, so their fixtures stop what they
 started and pytest still writes its report, and the summary of what ran is printed. pytest inside a gate
 writes reports/junit/GATE.xml (through PYTEST_ADDOPTS), which holds every test's outcome, duration
@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports"
 SLOWEST = 12
 STOP_TIMEOUT_S = 180  # a gate's teardown after an interrupt: VMs powered off, servers stopped
+BESIDE_NICENESS = 10  # the second lane's CPU priority (BesideGate)
 
 
 @dataclass
@@ -80,8 +81,8 @@ def _record(result: GateResult) -> None:
     path.write_text(json.dumps({"gate": result.gate, "wall_s": round(result.wall_s, 1), "rc": result.rc}))
 
 
-def _start(gate: str, stdout: int | TextIO) -> subprocess.Popen[str]:
-    """`make GATE`, with pytest told to write the gate's JUnit report."""
+def _start(gate: str, stdout: int | TextIO, niceness: int = 0) -> subprocess.Popen[str]:
+    """`make GATE` at `niceness`, with pytest told to write the gate's JUnit report."""
     for stale in _junit_paths(gate):
         stale.unlink()
     junit = REPORTS / "junit" / f"{gate}.xml"
@@ -90,7 +91,7 @@ def _start(gate: str, stdout: int | TextIO) -> subprocess.Popen[str]:
     )
     env = {**os.environ, "PYTEST_ADDOPTS": addopts}
     return subprocess.Popen(
-        ["make", "--no-print-directory", gate],
+        [*(["nice", "-n", str(niceness)] if niceness else []), "make", "--no-print-directory", gate],
         cwd=REPO,
         env=env,
         stdout=stdout,
@@ -147,7 +148,10 @@ def run_gate(gate: str) -> GateResult:
 
 
 class BesideGate:
-    """A gate in the second lane: `make GATE` in the background, its output in its log only."""
+    """A gate in the second lane: `make GATE` in the background, its output in its log only, at
+    BESIDE_NICENESS: the first lane's proofs measure time (latency ratios, probe periods), the
+    second lane's VMs are throughput work with timeouts in minutes, so the CPU goes to the first
+    lane when both want it (neither lane waits for the other, so no work is lost)."""
 
     def __init__(self, gate: str) -> None:
         self.gate = gate
@@ -155,7 +159,7 @@ class BesideGate:
         self.log = self.log_path.open("w")
         print(f"\n=== gate {gate}: make {gate}, beside the others (log {self.log_path.relative_to(REPO)})", flush=True)
         self.started = time.monotonic()
-        self.process = _start(gate, self.log)
+        self.process = _start(gate, self.log, BESIDE_NICENESS)
         self.finished_at: float | None = None
         self.ended = threading.Thread(target=self._watch, daemon=True)
         self.ended.start()

@@ -28,6 +28,7 @@ SERIAL_GROUP = "serial"
 SERIAL = {
     "tests/serving_lab/test_canary.py",  # P95 latency ratios of two tritonservers under load
     "tests/serving_lab/test_queue_policy.py",  # 64 requests at once against a queue of 2
+    "tests/serving_lab/test_gateway_failures.py",  # overload at 200/s, readiness polled every 100 ms
     "tests/model_repository/test_triton_engine.py",  # the corpus loaded into tritonserver
     "tests/model_repository/test_differential.py",  # 2,500 generated configs loaded into tritonserver
 }

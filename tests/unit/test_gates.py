@@ -52,6 +52,8 @@ def project(tmp_path: Path) -> Path:
         f"sample:\n\t{python} -m pytest -q -p no:cacheprovider sample_test.py\n"
         f"slow:\n\t@{python} sleeper.py slow\n"
         f"lane:\n\t@{python} sleeper.py lane\n"
+        f"niceness:\n\t@{python} -c 'import os; print(\"niceness\", os.nice(0))'\n"
+        f'niceness-beside:\n\t@{python} -c \'import os; open("beside.nice", "w").write(str(os.nice(0)))\'\n'
     )
     return tmp_path
 
@@ -100,3 +102,10 @@ def test_sigterm_stops_both_lanes_through_their_teardown_and_still_prints_the_su
     # An interrupted make exits -2 (killed by the SIGINT) or 2 (its recipe's exit reached it first).
     exits = {"fast": ("0",), "slow": ("-2", "2"), "lane": ("-2", "2")}
     assert [gate for gate, _, _ in rows] == list(exits) and all(rc in exits[gate] for gate, _, rc in rows), out
+
+
+def test_the_second_lane_runs_at_a_lower_cpu_priority_than_the_first(project: Path) -> None:
+    out, _ = gates(project, "niceness", "--beside", "niceness-beside").communicate(timeout=120)
+    base = os.nice(0)
+    assert f"niceness {base}" in out, out
+    assert int((project / "beside.nice").read_text()) == min(base + 10, 19), out
