@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,21 @@ def lab_gateway(serving_lab: ServingLab, tmp_path_factory: pytest.TempPathFactor
 def load() -> Callable[..., subprocess.CompletedProcess[str]]:
     """`load(lab.triton, model, seconds, *perf_analyzer_args)`: see clients.drive_load."""
     return drive_load
+
+
+@pytest.fixture
+def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
+    """`start_gateway(triton_grpc, *args)`: one more gateway, stopped at the test's end."""
+    started: list[GatewayProcess] = []
+
+    def start(triton_grpc: str, *args: str) -> GatewayProcess:
+        process = GatewayProcess(triton_grpc, tmp_path / f"gateway-{len(started)}", args)
+        started.append(process)
+        process.start()
+        return process
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            process.stop()

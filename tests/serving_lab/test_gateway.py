@@ -39,24 +39,6 @@ def client(gateway: GatewayProcess) -> Iterator[httpx.Client]:
         yield http
 
 
-@pytest.fixture
-def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
-    """`start_gateway(triton_grpc, *args)`: one more gateway, stopped at the test's end."""
-    started: list[GatewayProcess] = []
-
-    def start(triton_grpc: str, *args: str) -> GatewayProcess:
-        process = GatewayProcess(triton_grpc, tmp_path / f"gateway-{len(started)}", args)
-        started.append(process)
-        process.start()
-        return process
-
-    try:
-        yield start
-    finally:
-        for process in started:
-            process.stop()
-
-
 def _image() -> np.ndarray:
     return RNG.integers(0, 256, (224, 224, 3), dtype=np.uint8)
 

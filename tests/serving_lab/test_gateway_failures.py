@@ -47,22 +47,9 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
 
 
 @pytest.fixture
-def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
-    started: list[GatewayProcess] = []
-
-    def start(triton_grpc: str, *args: str) -> GatewayProcess:
-        process = GatewayProcess(
-            triton_grpc, tmp_path / f"gateway-{len(started)}", ["--probe-period-s", str(PERIOD_S), *args]
-        )
-        started.append(process)
-        process.start()
-        return process
-
-    try:
-        yield start
-    finally:
-        for process in started:
-            process.stop()
+def start_gateway(start_gateway: Callable[..., GatewayProcess]) -> Callable[..., GatewayProcess]:
+    """conftest's start_gateway, probing Triton every PERIOD_S."""
+    return lambda triton_grpc, *args: start_gateway(triton_grpc, "--probe-period-s", str(PERIOD_S), *args)
 
 
 class ReadyzWatch:
