@@ -61,7 +61,12 @@ def serving_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingLab
 def lab_gateway(serving_lab: ServingLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """The gateway in front of the session lab's Triton (on a port chosen as it starts, again when
     that one was taken meanwhile), then scraped by the lab's Prometheus (job gateway)."""
-    gateway = GatewayProcess(serving_lab.triton.grpc_url, tmp_path_factory.mktemp("lab-gateway"))
+    # A 10 s deadline instead of the default 1 s: this gateway carries the panels' traffic while
+    # perf_analyzer loads the same Triton, which now gets the deadline itself and once answered a
+    # request after 1 s (a 504); the deadline's own proof is test_gateway's.
+    gateway = GatewayProcess(
+        serving_lab.triton.grpc_url, tmp_path_factory.mktemp("lab-gateway"), ["--deadline-ms", "10000"]
+    )
     start_on_free_ports(gateway.start, gateway.log)
     with gateway:
         serving_lab.scrape_gateway(f"{LOOPBACK}:{gateway.port}")
