@@ -123,7 +123,7 @@ class Gateway:
         async with self.admission.turn():
             left = deadline - time.perf_counter()
             if left <= 0:
-                return Reply(504, {"error": f"no answer within {self.settings.deadline_ms:g} ms"}, request_id)
+                return self._too_late(request_id)
             called = time.perf_counter()
             try:
                 result = await self.pool.client().infer(
@@ -144,12 +144,16 @@ class Gateway:
             self.metrics.samples_dropped.labels(model).inc()
         return Reply(200, schema.answer(mapping, result), result.get_response().id)
 
+    def _too_late(self, request_id: str, cause: str = "") -> Reply:
+        error = f"no answer within {self.settings.deadline_ms:g} ms" + (f": {cause}" if cause else "")
+        return Reply(504, {"error": error}, request_id)
+
     def _failed(self, model: str, refusal: refusals.Refusal, request_id: str) -> Reply:
         assert self.readiness is not None
         message = f"Triton ({refusal.status or 'error'}): {refusal.message}"
         kind = refusal.kind
         if kind is refusals.Kind.TOO_LATE:
-            return Reply(504, {"error": f"no answer within {self.settings.deadline_ms:g} ms: {message}"}, request_id)
+            return self._too_late(request_id, message)
         if kind is refusals.Kind.MODEL_NOT_READY:
             self.readiness.model_not_ready(model)
         elif kind is refusals.Kind.UNREACHABLE:

@@ -109,5 +109,5 @@ class Readiness:
             started = time.monotonic()
             await self.check()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.period)
+                await asyncio.wait_for(self._wake.wait(), max(self.period - (time.monotonic() - started), 0))
             await asyncio.sleep(max(self.period / 10 - (time.monotonic() - started), 0))

@@ -1,7 +1,9 @@
-"""Clients of the lab's Triton: one inference over gRPC, and perf_analyzer load."""
+"""Clients of the lab's Triton: one inference over gRPC, and perf_analyzer load; and the sum of a
+metric's samples in a Prometheus /metrics page."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import numpy as np
@@ -40,3 +42,15 @@ def drive_load(triton: TritonProcess, model: str, seconds: float, *args: str) ->
         f"perf_analyzer on {model} exited {result.returncode}:\n{result.stdout}{result.stderr}"
     )
     return result
+
+
+def metric_sum(metrics: str, name: str, required: bool = False, **labels: str) -> float:
+    """The sum of `name`'s samples carrying `labels` in a /metrics page; `required`: none is a failure."""
+    total, found = 0.0, False
+    for line in metrics.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            have = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            if all(have.get(key) == value for key, value in labels.items()):
+                total, found = total + float(line.rsplit(" ", 1)[1]), True
+    assert found or not required, f"no sample of {name} with {labels} in the /metrics page"
+    return total

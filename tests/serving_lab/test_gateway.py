@@ -19,7 +19,7 @@ import pytest
 from lab_fleet.gateway import GatewayProcess
 from lab_fleet.serving import ServingLab
 from model_repo_check.tritonserver.server import REPO, TritonProcess
-from tests.serving_lab.clients import infer
+from tests.serving_lab.clients import infer, metric_sum
 
 pytestmark = pytest.mark.serving_lab
 
@@ -107,16 +107,6 @@ def test_the_request_id_goes_through_triton_and_back(client: httpx.Client) -> No
     assert bad.json()["detail"][0]["field"] == "header X-Request-ID"
 
 
-def _samples(metrics: str, name: str, **labels: str) -> float:
-    total = 0.0
-    for line in metrics.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
-            if all(found.get(key) == value for key, value in labels.items()):
-                total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def test_metrics_count_requests_by_model_and_code(client: httpx.Client) -> None:
     before = client.get("/metrics").text
     for _ in range(3):
@@ -126,14 +116,14 @@ def test_metrics_count_requests_by_model_and_code(client: httpx.Client) -> None:
     ok = {"model": "text-classifier", "code": "200"}
 
     def delta(name: str, **labels: str) -> float:
-        return _samples(after, name, **labels) - _samples(before, name, **labels)
+        return metric_sum(after, name, **labels) - metric_sum(before, name, **labels)
 
     assert delta("gateway_requests_total", **ok) == 3
     assert delta("gateway_requests_total", model="text-classifier", code="422") == 1
     assert delta("gateway_request_duration_seconds_count", model="text-classifier") == 4
     assert delta("gateway_triton_request_duration_seconds_count", model="text-classifier") == 3
-    assert _samples(after, "gateway_triton_ready") == 1
-    assert _samples(after, "gateway_requests_in_flight", model="text-classifier") == 0
+    assert metric_sum(after, "gateway_triton_ready") == 1
+    assert metric_sum(after, "gateway_requests_in_flight", model="text-classifier") == 0
     assert "gateway_rejections_total" in after
 
 
@@ -163,7 +153,7 @@ def test_past_its_own_bound_the_gateway_answers_429(
     refused = [response for response in responses if response.status_code == 429]
     assert all(response.headers["Retry-After"] == "1" for response in refused)
     assert "gateway overloaded" in refused[0].json()["error"]
-    rejected = _samples(metrics, "gateway_rejections_total", model="image-preprocess", reason="overloaded")
+    rejected = metric_sum(metrics, "gateway_rejections_total", model="image-preprocess", reason="overloaded")
     assert rejected == len(refused)
 
 
@@ -198,6 +188,6 @@ def test_stopping_triton_turns_readiness_false_within_one_probe_period(
         assert response.status_code == 503, response.text
         assert response.json()["error"].startswith("Triton is not ready")
         metrics = httpx.get(f"{gateway.url}/metrics").text
-        assert _samples(metrics, "gateway_triton_ready") == 0
-        assert _samples(metrics, "gateway_rejections_total", model="text-classifier", reason="triton_not_ready") == 1
+        assert metric_sum(metrics, "gateway_triton_ready") == 0
+        assert metric_sum(metrics, "gateway_rejections_total", model="text-classifier", reason="triton_not_ready") == 1
         assert noticed <= period

@@ -24,6 +24,7 @@ import tritonclient.grpc as grpcclient
 
 from lab_fleet.gateway import GatewayProcess
 from model_repo_check.tritonserver.server import REPO, TritonProcess
+from tests.serving_lab.clients import metric_sum
 
 pytestmark = pytest.mark.serving_lab
 
@@ -91,12 +92,7 @@ def _flood(url: str, path: str, body: dict[str, object], requests: int, concurre
 
 
 def _metric(url: str, name: str, **labels: str) -> float:
-    text = httpx.get(f"{url}/metrics").text
-    wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
-    series = f"{name}{{{wanted}}}" if labels else name
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(series + " ")]
-    assert values, f"no series {series} in the gateway's /metrics"
-    return values[0]
+    return metric_sum(httpx.get(f"{url}/metrics").text, name, required=True, **labels)
 
 
 def test_a_full_queue_at_triton_is_429_for_that_model_and_readiness_never_flaps(

@@ -1,5 +1,6 @@
 """serving/gateway/refusals.py: Triton's refusals, in the words tritonserver 2.51 answered with
-(recorded from the real server; tests/serving_lab/test_gateway.py provokes each one there)."""
+(recorded from the real server; tests/serving_lab/test_gateway.py and test_gateway_failures.py
+provoke them there)."""
 
 from __future__ import annotations
 
