@@ -40,6 +40,11 @@ RETRY_ON = "connect-failure,refused-stream,reset"
 # Above Triton's route timeout (triton.ROUTE_TIMEOUT, 30 s): Envoy gives up on the gateway only
 # after the gateway has had Triton's answer or timeout to report.
 GATEWAY_TIMEOUT = "35s"
+# Callers' sidecars close an idle connection to a gateway after GATEWAY_IDLE_TIMEOUT_S; the gateway
+# keeps one open GATEWAY_KEEP_ALIVE_MARGIN_S longer, so the caller is always the side that closes.
+# The other order races: a request sent on a connection the gateway is closing meets a reset.
+GATEWAY_IDLE_TIMEOUT_S = 60
+GATEWAY_KEEP_ALIVE_MARGIN_S = 15
 # A gateway replica is ejected for what fails at the connection (5 connect failures, resets or
 # timeouts in a row, splitExternalLocalOriginErrors), never for the 5xx it answers itself: a 503
 # for a model that is not loaded, or a 504, is the same on every replica, and ejecting replicas
@@ -208,6 +213,7 @@ def gateway_objects(cfg: StackConfig) -> list[Obj]:
         "env": [
             {"name": "GATEWAY_TRITON_GRPC", "value": f"{triton_host(cfg.triton)}:{GRPC_PORT}"},
             {"name": "GATEWAY_PORT", "value": str(GATEWAY_PORT)},
+            {"name": "GATEWAY_KEEP_ALIVE_S", "value": str(GATEWAY_IDLE_TIMEOUT_S + GATEWAY_KEEP_ALIVE_MARGIN_S)},
         ],
         "ports": [{"name": "http", "containerPort": GATEWAY_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(gateway.resources.requests), "limits": dict(gateway.resources.limits)},
@@ -327,7 +333,7 @@ def _authorization(cfg: StackConfig, name: str, rules: list[Obj]) -> Obj:
 
 def routing_objects(cfg: StackConfig) -> list[Obj]:
     """The gateway's VirtualService (a timeout, retries that never repeat an answered request) and
-    DestinationRule (outlier detection), and for
+    DestinationRule (callers close idle connections first, outlier detection), and for
     the gateway and the drift agent a plaintext port for Prometheus with an
     AuthorizationPolicy: anyone may GET /metrics and the health endpoints, inference needs a
     mesh identity (mTLS), and only the drift agent may drain /v1/samples."""
@@ -353,7 +359,13 @@ def routing_objects(cfg: StackConfig) -> list[Obj]:
             "apiVersion": "networking.istio.io/v1",
             "kind": "DestinationRule",
             "metadata": _meta(GATEWAY, cfg.triton.namespace, _labels(GATEWAY)),
-            "spec": {"host": host, "trafficPolicy": {"outlierDetection": dict(GATEWAY_OUTLIER_DETECTION)}},
+            "spec": {
+                "host": host,
+                "trafficPolicy": {
+                    "connectionPool": {"http": {"idleTimeout": f"{GATEWAY_IDLE_TIMEOUT_S}s"}},
+                    "outlierDetection": dict(GATEWAY_OUTLIER_DETECTION),
+                },
+            },
         },
         _plaintext_port(cfg, GATEWAY, GATEWAY_PORT),
         _authorization(

@@ -20,7 +20,14 @@ def main() -> int:
         print(f"gateway: {err}", file=sys.stderr)
         return 2
     app = create_app(settings, mappings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        timeout_keep_alive=settings.keep_alive_s,
+    )
     return 0
 
 

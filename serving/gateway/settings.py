@@ -24,6 +24,11 @@ class Settings:
     max_body_bytes: int = 1 << 20  # larger bodies get 413 before they are parsed
     max_concurrency: int = 64  # requests at Triton at once
     max_queue: int = 256  # requests waiting for one of those slots; beyond: 429
+    # An idle client connection stays open this long: above the callers' own idle timeout (the
+    # mesh's, pulumi's GATEWAY_IDLE_TIMEOUT), so that the caller closes it first. When the server
+    # closes first, a request sent on the closing connection meets a reset (uvicorn's default, 5 s,
+    # equals httpx's and races it).
+    keep_alive_s: int = 75
     probe_period_s: float = 1.0  # Triton readiness probe
     probe_timeouts: int = 3  # slow probes in a row before Triton counts as not ready
     grpc_channels: int = 2
@@ -47,6 +52,11 @@ OPTIONS: dict[str, Option] = {
     "max_body_bytes": ("GATEWAY_MAX_BODY_BYTES", int, "largest request body accepted (413 beyond, before parsing)"),
     "max_concurrency": ("GATEWAY_MAX_CONCURRENCY", int, "inference calls at Triton at once"),
     "max_queue": ("GATEWAY_MAX_QUEUE", int, "requests waiting for a call slot; more are refused with 429"),
+    "keep_alive_s": (
+        "GATEWAY_KEEP_ALIVE_S",
+        int,
+        "seconds an idle client connection stays open; keep it above the callers' idle timeout",
+    ),
     "probe_period_s": ("GATEWAY_PROBE_PERIOD_S", float, "seconds between Triton readiness probes"),
     "probe_timeouts": (
         "GATEWAY_PROBE_TIMEOUTS",
@@ -73,7 +83,7 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     args = parser.parse_args(argv)
     if not args.triton_grpc:
         parser.error("--triton-grpc (or GATEWAY_TRITON_GRPC) is required")
-    for name in ("max_body_bytes", "probe_timeouts"):
+    for name in ("max_body_bytes", "probe_timeouts", "keep_alive_s"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if not 0 <= args.sample_rate <= 1:

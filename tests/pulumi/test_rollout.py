@@ -16,6 +16,7 @@ from gpu_serving.render import render
 from serving_rules import violations
 
 from serving.canary.conditions import evaluate
+from serving.gateway.settings import parse
 from tests.pulumi.semantics import Pod, Request, istio_allows, network_allows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,6 +176,19 @@ def test_triton_and_gateway_routes_time_out_retry_only_unsent_requests_and_eject
     # connection-level failures eject one.
     assert outlier["splitExternalLocalOriginErrors"] is True and outlier["consecutiveLocalOriginFailures"] >= 1
     assert outlier["consecutive5xxErrors"] == 0 and outlier["maxEjectionPercent"] <= 50
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_callers_close_idle_gateway_connections_before_the_gateway_does(env):
+    """The gateway's keep-alive (its env, read by serving.gateway.settings) outlasts the callers'
+    idle timeout (the DestinationRule's), so the gateway never closes a connection a caller may be
+    sending on."""
+    objs = rendered(env)
+    idle = objs["DestinationRule", "gateway"]["spec"]["trafficPolicy"]["connectionPool"]["http"]["idleTimeout"]
+    (container,) = objs["Deployment", "gateway"]["spec"]["template"]["spec"]["containers"]
+    env_vars = {var["name"]: var["value"] for var in container["env"]}
+    settings = parse(["--triton-grpc", "triton:8001"], env_vars)
+    assert settings.keep_alive_s > int(idle.removesuffix("s")) > 0
 
 
 @pytest.mark.parametrize("env", ENVS)
