@@ -275,10 +275,16 @@ def _gpu_health() -> tuple[Section, ...]:
             "Errors",
             (
                 Panel(
-                    "Last XID error",
-                    units.NoUnit,
-                    "The code of the last XID error the driver reported (0: none since the exporter started).",
-                    (Query(_gpu("DCGM_FI_DEV_XID_ERRORS"), GPU),),
+                    "XID errors",
+                    units.Short,
+                    "XID errors each GPU reported in the exporter's count window (5 minutes), by XID; "
+                    "NVIDIA's catalogue says what each means (monitoring/xid_catalog.py, the GpuXid alerts).",
+                    (
+                        Query(
+                            f'max by ({BY_GPU}, xid) (DCGM_EXP_XID_ERRORS_COUNT{{xid!="",node=~"$node"}})',
+                            GPU + " XID " + _label("xid"),
+                        ),
+                    ),
                 ),
                 Panel(
                     "ECC: remapped rows",

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import platform_matrix
-from monitoring import spec
+from monitoring import spec, xid_catalog
 from monitoring.spec import Group, Rule, alert, group, record
 from serving.drift.settings import DRIFT_SHARE
 
@@ -45,6 +45,20 @@ ERROR_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 GPU_TEMPERATURE_C = 85
 FRAMEBUFFER_USED_RATIO = 0.95
+# The DCGM exporter's scrape job (roles/k8s_addons: the Service's name under its ServiceMonitor),
+# and the window over which it counts XIDs and clock events (its DCGM_EXPORTER_*_WINDOW_SIZE,
+# which roles/k8s_addons sets to the same value).
+DCGM_JOB = "dcgm-exporter"
+DCGM_COUNT_WINDOW_MINUTES = 5
+# DCGM's own PCIe health watch warns above 8 replays per minute (DCGM_FR_PCI_REPLAY_RATE).
+PCIE_REPLAYS_PER_MINUTE = 8
+# Share of time a GPU's clocks were held down by its power limit (DCGM_FI_DEV_POWER_VIOLATION
+# counts microseconds) before it is a ticket: sustained, a capacity problem, not a blip.
+POWER_VIOLATION_SHARE = 0.5
+# Clock events that a GPU's hardware or thermal protection forces (the exporter's `clock_event`
+# names of DCGM's throttle reasons); idle, application clocks, sync boost and the software power
+# cap are normal operation (the power cap has its own alert above).
+CLOCK_SLOWDOWNS = ("hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal")
 
 # Record names other code reads: the HPA metric (prometheus-adapter), the dashboards.
 REQUESTS = "model_version:nv_inference_requests:rate1m"
@@ -233,14 +247,7 @@ def gpu_alerts() -> Group:
             summary="A GPU runs hot: it will slow down.",
             description=f"{gpu} has been above {GPU_TEMPERATURE_C} °C for 10 minutes ({{{{ $value }}}} °C).",
         ),
-        alert(
-            "GpuXidError",
-            "(DCGM_FI_DEV_XID_ERRORS > 0)\nand\n(changes(DCGM_FI_DEV_XID_ERRORS[10m]) > 0)",
-            for_="0m",
-            severity="ticket",
-            summary="A GPU reported a new XID error.",
-            description=f"{gpu} reported XID {{{{ $value }}}}.",
-        ),
+        *_xid_alerts(gpu),
         alert(
             "GpuEccDoubleBitError",
             "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
@@ -282,7 +289,121 @@ def gpu_alerts() -> Group:
             description=f"{gpu} is allocated to {{{{ $labels.exported_namespace }}}}/{{{{ $labels.exported_pod }}}}"
             " but averaged {{ $value }} % utilisation over the last hour.",
         ),
+        *_gpu_link_and_clock_alerts(gpu),
+        alert(
+            "DcgmExporterDown",
+            f'up{{job="{DCGM_JOB}"}} == 0',
+            for_="10m",
+            severity="ticket",
+            summary="A node's DCGM exporter is down: its GPUs' faults go unseen.",
+            description="The DCGM exporter on {{ $labels.node }} ({{ $labels.instance }}) has not answered"
+            " Prometheus for 10 minutes (up = {{ $value }}); no GPU alert can fire for that node.",
+        ),
+        alert(
+            "GpuMissingFromNode",
+            "count by (node) (DCGM_FI_DEV_GPU_TEMP)\n<\nmax_over_time(count by (node) (DCGM_FI_DEV_GPU_TEMP)[1d:5m])",
+            for_="10m",
+            severity="ticket",
+            summary="A node reports fewer GPUs than it did during the last day.",
+            description="{{ $labels.node }} reports {{ $value }} GPU(s), fewer than it had in the last day: a GPU"
+            " fell off the bus or failed to initialise.",
+        ),
     )
+
+
+def _chunks(xids: tuple[int, ...], size: int = 12) -> list[tuple[int, ...]]:
+    """XIDs in groups short enough for one line of the rule file each."""
+    return [xids[start : start + size] for start in range(0, len(xids), size)]
+
+
+def _xid_alerts(gpu: str) -> list[Rule]:
+    """One alert per kind of answer that NVIDIA's XID catalogue gives (monitoring/xid_catalog.py),
+    from the exporter's count of each XID in its window: every occurrence counts, a repeated XID
+    included, and the `nvidia_action` label names the catalogue's immediate action."""
+    counted = "DCGM_EXP_XID_ERRORS_COUNT"
+    window = f"{DCGM_COUNT_WINDOW_MINUTES} minutes"
+
+    def by_action(buckets: dict[str, tuple[int, ...]]) -> str:
+        return "\nor\n".join(
+            f'label_replace({counted}{{xid=~"{xid_catalog.matcher(chunk)}"}} > 0, "nvidia_action", "{action}", "", "")'
+            for action, xids in buckets.items()
+            for chunk in _chunks(xids)
+        )
+
+    unexpected = ",\n  ".join(
+        ['xid!=""', *(f'xid!~"{xid_catalog.matcher(chunk)}"' for chunk in _chunks(xid_catalog.known()))]
+    )
+    reported = f"{gpu} reported XID {{{{ $labels.xid }}}} {{{{ $value }}}} time(s) in the last {window}"
+    return [
+        alert(
+            "GpuXidOutOfService",
+            by_action(xid_catalog.OUT_OF_SERVICE),
+            for_="0m",
+            severity="page",
+            summary="A GPU reported an XID that takes it out of service until a reset or restart.",
+            description=f"{reported}; NVIDIA's catalogue: {{{{ $labels.nvidia_action }}}}.",
+        ),
+        alert(
+            "GpuXidApplicationFault",
+            by_action(xid_catalog.APPLICATION),
+            for_="0m",
+            severity="ticket",
+            summary="A GPU reported an XID that killed an application's CUDA context.",
+            description=f"{reported}; NVIDIA's catalogue: {{{{ $labels.nvidia_action }}}} (the GPU itself is fine).",
+        ),
+        alert(
+            "GpuXidUnexpected",
+            f"{counted}{{\n  {unexpected}\n}} > 0",
+            for_="0m",
+            severity="ticket",
+            summary="A GPU reported an XID that NVIDIA's catalogue does not expect in service.",
+            description=f"{reported}; look it up in NVIDIA's XID catalogue.",
+        ),
+    ]
+
+
+def _gpu_link_and_clock_alerts(gpu: str) -> list[Rule]:
+    """NVLink and PCIe errors, and clocks held down by the power limit or by protection."""
+    slowdowns = "|".join(CLOCK_SLOWDOWNS)
+    return [
+        alert(
+            "GpuNvlinkErrors",
+            "increase(DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL[10m]) > 0\nor\n"
+            "increase(DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL[10m]) > 0",
+            for_="30m",
+            severity="ticket",
+            summary="A GPU's NVLinks keep retrying or recovering transfers.",
+            description=f"{gpu} has counted NVLink replay or recovery errors in every 10 minutes for half an hour"
+            " ({{ $value }} in the last 10 minutes): a link is degrading.",
+        ),
+        alert(
+            "GpuPcieReplays",
+            f"rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[5m]) * 60 > {PCIE_REPLAYS_PER_MINUTE}",
+            for_="10m",
+            severity="ticket",
+            summary="A GPU's PCIe link keeps replaying transfers.",
+            description=f"{gpu} replays {{{{ $value | humanize }}}} PCIe transfers per minute, above DCGM's health"
+            f" limit of {PCIE_REPLAYS_PER_MINUTE}, for 10 minutes.",
+        ),
+        alert(
+            "GpuPowerCapped",
+            f"rate(DCGM_FI_DEV_POWER_VIOLATION[10m]) / 1e6 > {POWER_VIOLATION_SHARE}",
+            for_="15m",
+            severity="ticket",
+            summary="A GPU spends most of its time held down by its power limit.",
+            description=f"{gpu} had its clocks held down by its power limit {{{{ $value | humanizePercentage }}}}"
+            " of the time, for 15 minutes.",
+        ),
+        alert(
+            "GpuClockSlowdown",
+            f'DCGM_EXP_CLOCK_EVENTS_COUNT{{clock_event=~"{slowdowns}"}} > 0',
+            for_="15m",
+            severity="ticket",
+            summary="A GPU's hardware or thermal protection keeps slowing its clocks.",
+            description=f"{gpu} had {{{{ $value }}}} {{{{ $labels.clock_event }}}} clock event(s) in each"
+            f" {DCGM_COUNT_WINDOW_MINUTES}-minute window for 15 minutes.",
+        ),
+    ]
 
 
 def node_alerts() -> Group:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 import platform_matrix
+from monitoring.rules import DCGM_COUNT_WINDOW_MINUTES
 from tests.k8s_addons.addon_render import (
     ENVIRONMENTS,
     REPO_ROOT,
@@ -165,6 +166,35 @@ def test_dcgm_exporter_exports_the_required_counters_on_port_9400(rendered, env)
     monitor = find(manifests, "ServiceMonitor", "dcgm-exporter")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+EXPORTER_FIELDS = REPO_ROOT / "tests/monitoring/fixtures/dcgm-exporter-3.3.9-3.6.1-fields.txt"
+EXPORTER_TYPES = {"gauge", "counter", "histogram", "summary", "label"}  # its parser's promMetricType
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_dcgm_counter_is_one_the_pinned_exporter_accepts(rendered, env):
+    """The pinned exporter's parser rules (pkg/dcgmexporter/parser.go), as read there: three
+    fields per row, a name from the field list of the exporter's own go-dcgm, a known type; any
+    other row stops the exporter at start. The field list is the fixture's, written for that tag."""
+    tag = MATRIX.data["images"]["dcgm_exporter"]["tag"]
+    assert tag.startswith("3.3.9-3.6.1-"), f"matrix moved dcgm-exporter to {tag}: regenerate {EXPORTER_FIELDS.name}"
+    lines = EXPORTER_FIELDS.read_text().splitlines()
+    accepted = {line for line in lines if line and not line.startswith("#")}
+    counters_csv = find(rendered[env], "ConfigMap", "dcgm-exporter-counters")["data"]["counters.csv"]
+    rows = [row for row in csv.reader(io.StringIO(counters_csv)) if row and not row[0].startswith("#")]
+    assert [row for row in rows if len(row) != 3] == [], "a help text with a comma splits its row"
+    assert {row[0].strip() for row in rows} - accepted == set()
+    assert {row[1].strip() for row in rows} <= EXPORTER_TYPES
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_the_exporter_counts_xids_over_the_window_the_alerts_name(rendered, env):
+    (exporter,) = find(rendered[env], "DaemonSet", "dcgm-exporter")["spec"]["template"]["spec"]["containers"]
+    env_vars = {e["name"]: e.get("value") for e in exporter["env"]}
+    window_ms = str(DCGM_COUNT_WINDOW_MINUTES * 60_000)
+    assert env_vars["DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE"] == window_ms
+    assert env_vars["DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE"] == window_ms
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)

@@ -35,7 +35,7 @@ UNITS = {
         "Framebuffer used": "mbytes",  # DCGM_FI_DEV_FB_* are MiB
         "Power draw": "watt",
         "Temperature": "celsius",
-        "Last XID error": "none",  # an error code, not a quantity
+        "XID errors": "short",  # occurrences in the exporter's count window
         "ECC: remapped rows": "short",
     },
     "gateway": {
