@@ -60,7 +60,9 @@ def spawn(
     (util-linux's `setpriv --pdeathsig`, which then execs argv): a test run killed before its
     teardown (an xdist worker ended by its controller on an interrupt) leaves no server behind.
     Only a server meant to outlive its starter (`scripts/serve-lab up`) sets it. The kernel sends
-    the signal when the *thread* that forked exits: every caller spawns from its main thread."""
+    the signal when the *thread* that forked exits: every caller spawns from its main thread. It
+    holds from setpriv's prctl on, an instant after the fork: a caller killed inside that instant
+    leaves the server running."""
     command = list(argv) if outlive_caller else ["setpriv", "--pdeathsig", "TERM", "--", *argv]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:

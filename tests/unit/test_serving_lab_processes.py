@@ -12,7 +12,15 @@ import yaml
 
 from lab_fleet.serving import LIMITER_JOB, SCRAPE_INTERVAL_S, TRITON_JOB, prometheus_config
 from model_repo_check.tritonserver import server
-from model_repo_check.tritonserver.processes import ServerError, free_port, group_members, spawn, stop_group, wait_ready
+from model_repo_check.tritonserver.processes import (
+    ServerError,
+    command_of,
+    free_port,
+    group_members,
+    spawn,
+    stop_group,
+    wait_ready,
+)
 from model_repo_check.tritonserver.server import TritonNotInstalledError, TritonProcess
 
 # A parent that starts a child which ignores SIGTERM, both in the parent's process group.
@@ -115,6 +123,13 @@ def test_a_server_dies_with_a_starter_killed_before_its_teardown_unless_it_is_me
     child = int(starter.stdout.readline())
     try:
         assert group_members(child) == [child]
+        # The death signal holds from setpriv's prctl on, just before it execs the server: wait
+        # for the exec (a starter killed in the instant between fork and prctl leaves an orphan;
+        # on a loaded machine this test once killed it there).
+        deadline = time.monotonic() + 10
+        while command_of(child)[:1] != ["sleep"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert command_of(child)[:1] == ["sleep"], command_of(child)
         starter.kill()  # SIGKILL: no finally, no teardown
         starter.wait()
         deadline = time.monotonic() + 10
