@@ -110,11 +110,11 @@ def summarize(
 
 
 def _histogram_mean(metrics: str, name: str) -> tuple[float, float]:
-    """(sum, count) of one model's histogram in a /metrics text."""
+    """(sum, count) of one model's histogram in a /metrics text, over every other label (code)."""
     values = {}
     for suffix in ("sum", "count"):
-        found = re.search(rf'^{name}_{suffix}{{model="{MODEL}"}} (\S+)$', metrics, re.MULTILINE)
-        values[suffix] = float(found.group(1)) if found else 0.0
+        series = re.finditer(rf"^{name}_{suffix}{{([^}}]*)}} (\S+)$", metrics, re.MULTILINE)
+        values[suffix] = sum(float(s.group(2)) for s in series if f'model="{MODEL}"' in s.group(1).split(","))
     return values["sum"], values["count"]
 
 

@@ -31,6 +31,8 @@ from monitoring.rules import (
     BATCH_SIZE,
     COMPUTE_TIME,
     GATEWAY_5XX_RATIO,
+    GATEWAY_AVAILABILITY_BUDGET,
+    GATEWAY_LATENCY_BUDGET,
     GATEWAY_LATENCY_P95,
     GATEWAY_REJECTIONS,
     GATEWAY_REQUESTS,
@@ -420,8 +422,18 @@ def _gateway() -> tuple[Section, ...]:
                 Panel(
                     "5xx ratio",
                     units.PercentUnit,
-                    "Requests answered 502, 503 or 504 over all requests (5m); GatewayErrorRatioHigh pages above 5%.",
+                    "Requests answered 502, 503 or 504 over all requests (5m); the availability SLO counts 429 too.",
                     (Query(f'{GATEWAY_5XX_RATIO}{{model=~"$model"}}', model),),
+                ),
+                Panel(
+                    "Error budget left",
+                    units.PercentUnit,
+                    "Share of the 30-day error budget not yet spent, per SLO: availability (neither 5xx nor 429,"
+                    " 99.9 %) and latency (2xx within 0.5 s, 99 %); below 0 it is overspent.",
+                    (
+                        Query(f'{GATEWAY_AVAILABILITY_BUDGET}{{model=~"$model"}}', f"{model} availability"),
+                        Query(f'{GATEWAY_LATENCY_BUDGET}{{model=~"$model"}}', f"{model} latency"),
+                    ),
                 ),
             ),
         ),

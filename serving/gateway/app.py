@@ -199,7 +199,7 @@ def _model_route(gateway: Gateway, model: str) -> Any:
         finally:
             in_flight.dec()
         metrics.requests.labels(model, str(reply.code)).inc()
-        metrics.latency.labels(model).observe(time.perf_counter() - started)
+        metrics.latency.labels(model, str(reply.code)).observe(time.perf_counter() - started)
         headers = {REQUEST_ID: reply.request_id, **(reply.headers or {})}
         return JSONResponse(reply.body, status_code=reply.code, headers=headers)
 

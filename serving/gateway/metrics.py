@@ -24,8 +24,9 @@ class Metrics:
         )
         self.latency = Histogram(
             "gateway_request_duration_seconds",
-            "Time from the request's arrival to its answer, by model, every status code.",
-            ["model"],
+            "Time from the request's arrival to its answer, by model and HTTP status code (the latency SLO"
+            " counts the 2xx).",
+            ["model", "code"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
@@ -70,7 +71,7 @@ class Metrics:
     def prepare(self, models: list[str]) -> None:
         """Series of every model at zero from the start, so rates and ratios exist before traffic."""
         for model in models:
-            self.latency.labels(model)
+            self.latency.labels(model, "200")
             self.upstream_latency.labels(model)
             self.in_flight.labels(model)
             self.samples_dropped.labels(model)

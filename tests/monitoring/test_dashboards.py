@@ -41,6 +41,7 @@ UNITS = {
     "gateway": {
         "Requests by code": "reqps",
         "5xx ratio": "percentunit",
+        "Error budget left": "percentunit",
         "Latency at the gateway": "s",
         "Triton call against the whole request": "s",
         "In flight": "short",

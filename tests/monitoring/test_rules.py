@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from monitoring import alerting, build, checks, rules, spec
+from serving.gateway.metrics import LATENCY_BUCKETS
 from serving.runbook import cli as runbook_cli
 from tests.tools import needs_tool
 
@@ -196,3 +197,16 @@ def test_every_alert_reaches_the_receiver_named_after_its_severity(tmp_path):
     path = tmp_path / "cases.yml"
     path.write_text(yaml.safe_dump(cases), encoding="utf-8")
     assert checks.route_tests(cases=path) == []
+
+
+def test_the_gateway_latency_target_is_a_bucket_bound_of_the_gateway_histogram():
+    """The latency SLI reads the bucket `le` = the target: a target between bounds would read no series."""
+    assert rules.GATEWAY_LATENCY_TARGET_S in LATENCY_BUCKETS
+
+
+def test_triton_burn_rates_are_tickets_and_the_gateway_slos_page():
+    severities: dict[str, set[str]] = {}
+    for rule in ALERTS:
+        severities.setdefault(rule["alert"], set()).add(rule["labels"]["severity"])
+    assert severities["TritonModelErrorBudgetBurn"] == severities["TritonModelLatencySLOBurn"] == {"ticket"}
+    assert severities["GatewayAvailabilityBudgetBurn"] == severities["GatewayLatencyBudgetBurn"] == {"page", "ticket"}

@@ -48,9 +48,11 @@ def test_the_lab_loads_the_rules_its_environment_deploys(serving_lab: ServingLab
 
 
 def _words(expr: str) -> str:
-    """An expression with its line breaks and indentation folded, no space inside parentheses, as
-    Prometheus prints a rule's query."""
-    return re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", " ".join(expr.split())))
+    """An expression with its line breaks and indentation folded, no space inside parentheses or
+    label matcher braces, nor between matchers, as Prometheus prints a rule's query."""
+    folded = re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", " ".join(expr.split())))
+    folded = re.sub(r"\{\s+", "{", re.sub(r"\s+\}", "}", folded))
+    return re.sub(r',\s+(?=\w+(?:=|!=|=~|!~)")', ",", folded)
 
 
 def test_the_lab_runs_the_alertmanager_config_its_environment_deploys(serving_lab: ServingLab) -> None:
