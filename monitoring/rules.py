@@ -517,11 +517,18 @@ GATEWAY_AVAILABILITY_BUDGET = f"model:gateway_availability_budget_remaining:rati
 GATEWAY_LATENCY_BUDGET = f"model:gateway_latency_budget_remaining:ratio{BUDGET_PERIOD}"
 
 
-def _gateway_unavailable(window: str) -> str:
-    """Requests answered 5xx or 429 over all requests in `window`; absent while there are none."""
+def _gateway_code_ratio(codes: str, window: str) -> str:
+    """Requests answered with a code matching `codes` over all requests in `window`; absent, not
+    NaN, while there are none. A code's series exists only once the gateway answered it, so none
+    yet is 0, not absent."""
     total = f"sum by (model) (rate(gateway_requests_total[{window}]))"
-    bad = f'(sum by (model) (rate(gateway_requests_total{{code=~"{GATEWAY_BAD_CODES}"}}[{window}])) or {total} * 0)'
-    return f"{bad}\n/\n({total} > 0)"
+    matching = f'(sum by (model) (rate(gateway_requests_total{{code=~"{codes}"}}[{window}])) or {total} * 0)'
+    return f"{matching}\n/\n({total} > 0)"
+
+
+def _gateway_unavailable(window: str) -> str:
+    """Requests answered 5xx or 429 over all requests in `window`."""
+    return _gateway_code_ratio(GATEWAY_BAD_CODES, window)
 
 
 def _gateway_slow(window: str) -> str:
@@ -546,14 +553,10 @@ def gateway_slo_records() -> Group:
 
 
 def gateway_rules() -> Group:
-    total = "sum by (model) (rate(gateway_requests_total[5m]))"
-    # A code's series exists only once the gateway answered it: no 5xx yet is 0, not absent.
-    failed = f'(sum by (model) (rate(gateway_requests_total{{code=~"5.."}}[5m])) or {total} * 0)'
     return group(
         "gateway.rules",
         record(GATEWAY_REQUESTS, "sum by (model, code) (rate(gateway_requests_total[5m]))"),
-        # Absent, not NaN, while the model gets no requests.
-        record(GATEWAY_5XX_RATIO, f"{failed}\n/\n({total} > 0)"),
+        record(GATEWAY_5XX_RATIO, _gateway_code_ratio("5..", "5m")),
         record(
             GATEWAY_LATENCY_P95,
             "histogram_quantile(0.95, sum by (model, le) (rate(gateway_request_duration_seconds_bucket[5m])))",
