@@ -43,7 +43,7 @@ from model_repo_check.tritonserver.processes import (
     wait_for,
     wait_ready,
 )
-from model_repo_check.tritonserver.server import REPO, TRITON_VENV, TritonProcess
+from model_repo_check.tritonserver.server import REPO, TRITON_VENV, TritonProcess, remove_shm
 from platform_matrix import DEFAULT_PATH as MATRIX_PATH
 from platform_matrix import load as load_matrix
 
@@ -314,7 +314,13 @@ class ServingLab:
             self.triton.stop()
             raise ServerError("tritonserver started without a port it was given", self.triton.log)
         self._record(
-            processes={"tritonserver": {"pid": self.triton.pid, "executable": self.triton.command()[0]}},
+            processes={
+                "tritonserver": {
+                    "pid": self.triton.pid,
+                    "executable": self.triton.command()[0],
+                    "shm_prefix": self.triton.shm_prefix,
+                }
+            },
             urls={
                 "tritonserver": self.triton.http_url,
                 "triton_grpc": self.triton.grpc_url,
@@ -402,6 +408,8 @@ class ServingLab:
                 stop_group(entry["pid"])
             if proc := self._procs.pop(name, None):
                 proc.wait()
+            if entry and "shm_prefix" in entry:  # a detached lab's server, started by another process
+                remove_shm(entry["shm_prefix"])
         self.state_file.unlink(missing_ok=True)
 
     def status(self) -> dict[str, dict[str, Any]]:

@@ -33,7 +33,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -69,7 +68,6 @@ LOG_ERROR = re.compile(r'^(?:E\d{4} \S+ +\d+ \S+\] "(?P<glog>.*)"|\[libprotobuf 
 POLL_FAILED = "failed to poll from model repository"
 # Triton's words for an instance group on GPUs this machine does not have.
 NO_GPU = re.compile(r"has kind KIND_GPU but no GPUs are available|specifies invalid or unsupported gpu id")
-SHM = Path("/dev/shm")
 
 
 class Status(StrEnum):
@@ -171,14 +169,8 @@ class _Server:
     """One tritonserver in explicit model-control mode, restarted after a crash or a hang."""
 
     def __init__(self, repository: Path, run_dir: Path, backends: Path) -> None:
-        # The Python backend's shared-memory regions get a prefix of this server's own, so what a
-        # killed server leaves in /dev/shm can be removed without touching anyone else's.
-        self.shm_prefix = f"triton_engine_{uuid.uuid4().hex[:12]}_"
-        args = [
-            *ENGINE_ARGS,
-            f"--backend-directory={backends}",  # the last --backend-directory wins
-            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
-        ]
+        # TritonProcess.stop() removes the shared memory its Python stubs leave, also after a kill.
+        args = [*ENGINE_ARGS, f"--backend-directory={backends}"]  # the last --backend-directory wins
         self.triton = TritonProcess(repository, run_dir, args)
         self.client: triton_grpc.InferenceServerClient | None = None
 
@@ -254,16 +246,11 @@ class _Server:
         pid = self.triton.pid
         if pid is not None:
             self._kill_group(pid)
-            self.triton.stop()
 
     def _kill_group(self, pid: int) -> None:
-        """SIGTERM, SIGKILL a second later, and remove the shared memory a killed server leaves."""
+        """SIGTERM, SIGKILL a second later; TritonProcess.stop() removes the shared memory left."""
         stop_group(pid, timeout=1)
-        self._remove_shm()
-
-    def _remove_shm(self) -> None:
-        for region in SHM.glob(f"{self.shm_prefix}*"):
-            region.unlink(missing_ok=True)
+        self.triton.stop()
 
     def stop(self) -> None:
         """A graceful stop (Triton unloads its models), unless the server crashed (an interrupt
@@ -274,7 +261,6 @@ class _Server:
             if pid is not None and CRASH.search(self._log_since(0)):
                 self._kill_group(pid)
             self.triton.stop()
-            self._remove_shm()
         except BaseException:
             if pid is not None:
                 self._kill_group(pid)

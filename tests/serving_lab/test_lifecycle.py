@@ -95,6 +95,8 @@ def test_up_status_down_in_separate_processes_leave_no_process(tmp_path: Path) -
                 assert re.search(rf"^{label} +(http://)?127\.0\.0\.1:\d+", up.stdout, re.M), up.stdout
             pids = lab_processes(run_dir)
             assert len(pids) >= 3 + 3, pids  # three servers and Triton's backend stubs (one per model instance)
+            prefix = json.loads((run_dir / "state.json").read_text())["processes"]["tritonserver"]["shm_prefix"]
+            assert len(list(server.SHM.glob(f"{prefix}*"))) >= 3, prefix  # one region per stub
             status = serve_lab("status", "--run-dir", str(run_dir))
             assert status.returncode == 0
             assert status.stdout.count("healthy") == 3, status.stdout
@@ -108,9 +110,32 @@ def test_up_status_down_in_separate_processes_leave_no_process(tmp_path: Path) -
             down = serve_lab("down", "--run-dir", str(run_dir))
     assert down.returncode == 0, down.stderr
     assert [pid for pid in pids if command_of(pid)] == []  # gone, or a zombie without a command line
+    assert list(server.SHM.glob(f"{prefix}*")) == []  # the stubs' shared memory too
     assert not (run_dir / "state.json").exists()
     assert serve_lab("status", "--run-dir", str(run_dir)).stdout.startswith("not running")
     assert serve_lab("down", "--run-dir", str(run_dir)).returncode == 0  # again: nothing to do
+
+
+def test_a_killed_tritonservers_shared_memory_is_removed_by_its_stop(tmp_path: Path) -> None:
+    """SIGKILL leaves the stubs' /dev/shm regions behind (so did a plain stop, 8 of 20); stop()
+    removes those under the server's own prefix and no other."""
+    models = tmp_path / "models"
+    shutil.copytree(REPO / "model_repository/text-classifier", models / "text-classifier")
+    other = server.SHM / "triton_lab_not_this_servers_region"
+    other.write_bytes(b"")
+    triton = server.TritonProcess(models, tmp_path / "triton")
+    try:
+        triton.start()
+        regions = list(server.SHM.glob(f"{triton.shm_prefix}*"))
+        assert regions, f"no /dev/shm region named {triton.shm_prefix}*: the prefix did not reach the backend"
+        assert triton.pid is not None
+        stop_group(triton.pid, timeout=0)  # SIGTERM and SIGKILL at once: no stub cleans up
+        assert [region for region in regions if region.exists()], "nothing left behind to remove"
+    finally:
+        triton.stop()
+    assert list(server.SHM.glob(f"{triton.shm_prefix}*")) == []
+    assert other.exists()
+    other.unlink()
 
 
 def test_a_broken_model_repository_fails_up_with_tritons_reason_and_stops_alertmanager(tmp_path: Path) -> None:
