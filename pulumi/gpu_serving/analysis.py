@@ -28,11 +28,16 @@ No data is never a verdict: every Prometheus query is empty unless the canary se
 `min-requests` requests in `window` (`and on () ... >= N`), and both conditions start with
 `len(result) == 1 && !isNaN(result[0])`, so an empty vector or a NaN satisfies neither condition:
 the measurement is Inconclusive (expr-lang would raise on `result[0]` of an empty vector, which
-Argo counts as an Error, not as Inconclusive; `&&` short-circuits before it). Two Inconclusive
-measurements of three (`inconclusiveLimit: 1`) end the run Inconclusive, which pauses the Rollout:
-it is never promoted on missing data. Two failed measurements (`failureLimit: 1`) end it Failed,
-which aborts the Rollout and sends all traffic back to stable. `initialDelay` equals `window`, so
-the first measurement of a step sees a full window of that step's traffic.
+Argo counts as an Error, not as Inconclusive; `&&` short-circuits before it).
+
+No tolerance: every metric sets `failureLimit: 0` and `inconclusiveLimit: 0`, so one failed
+measurement ends the run Failed (the Rollout aborts and all traffic returns to stable) and one
+empty measurement ends it Inconclusive (the Rollout pauses until a person promotes or aborts it).
+With a limit of 1, [Failed, no data, Successful] and [no data, Successful, Successful] were
+promoted: a release passed on two measurements of three, one of them possibly a failure. The price
+is a re-run when noise fails one measurement of a good release; the policy pack refuses any limit
+above zero. `initialDelay` equals `window`, so the first measurement of a step sees a full window
+of that step's traffic.
 
 The golden Job's requests reach Triton too (1,000 single-row requests per track with the shipped
 golden set), so the accuracy metric waits until the latency and error metrics of its analysis
@@ -79,8 +84,8 @@ MIN_REQUESTS = 100
 INTERVAL = "30s"
 COUNT = 3
 GOLDEN_DELAY = "2m30s"  # after the measurements at 1m, 1m30s and 2m
-FAILURE_LIMIT = 1  # a second failed measurement of three fails the metric
-INCONCLUSIVE_LIMIT = 1  # a second empty/NaN measurement of three ends it Inconclusive
+FAILURE_LIMIT = 0  # one failed measurement fails the metric
+INCONCLUSIVE_LIMIT = 0  # one empty/NaN measurement ends it Inconclusive
 GOLDEN_DEADLINE_SECONDS = 600
 # Where the gateway image keeps the repository's model_repository/ (its WORKDIR is /opt/app).
 IMAGE_WORKDIR = "/opt/app"
@@ -235,8 +240,8 @@ def accuracy_template(cfg: StackConfig) -> Obj:
         "name": "golden-accuracy",
         "initialDelay": GOLDEN_DELAY,
         "count": 1,
-        "failureLimit": 0,
-        "inconclusiveLimit": 0,
+        "failureLimit": FAILURE_LIMIT,
+        "inconclusiveLimit": INCONCLUSIVE_LIMIT,
         "provider": {"job": job},
     }
     urls = [

@@ -286,6 +286,26 @@ def no_data_is_inconclusive(resource_type: str, props: Props) -> Iterator[str]:
             yield f"{_name(props)}: metric {metric.get('name')!r}: {problem}"
 
 
+_LIMITS = ("failureLimit", "inconclusiveLimit")
+
+
+def no_tolerated_measurements(resource_type: str, props: Props) -> Iterator[str]:
+    """Every metric of an AnalysisTemplate leaves failureLimit and inconclusiveLimit at 0 (unset is
+    Argo Rollouts' default 0): one failed measurement fails the metric, one empty one stops it.
+    Above zero, [Failed, no data, Successful] promotes; -1 is no limit at all. A value must be a
+    literal: an `{{args.*}}` one could be anything at run time."""
+    if resource_type not in _ANALYSIS_TEMPLATES:
+        return
+    for index, metric in enumerate((props.get("spec") or {}).get("metrics") or []):
+        for field in _LIMITS:
+            value = metric.get(field, 0)
+            if value != 0 or isinstance(value, bool):
+                yield (
+                    f"{_name(props)}: spec.metrics[{index}].{field} ({metric.get('name')!r}) is {value!r}:"
+                    " must be 0 (or unset), so that no failed or inconclusive measurement is tolerated"
+                )
+
+
 RULES: dict[str, Rule] = {
     "containers-have-requests-and-limits": requests_and_limits,
     "containers-have-probes": probes,
@@ -298,6 +318,7 @@ RULES: dict[str, Rule] = {
     "rollouts-analyse-between-weights": rollout_analysis,
     "rollout-weights-end-at-100": rollout_weights,
     "analysis-treats-no-data-as-inconclusive": no_data_is_inconclusive,
+    "analysis-tolerates-no-failed-or-inconclusive-measurement": no_tolerated_measurements,
 }
 
 

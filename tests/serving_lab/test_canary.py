@@ -1,5 +1,5 @@
-"""Issue 15's proof: a canary release analysed by the rendered AnalysisTemplates against the real
-tritonserver and a real Prometheus, step by step, with the load split by each step's weight.
+"""A canary release analysed by the rendered AnalysisTemplates against the real tritonserver and a
+real Prometheus, step by step, with the load split by each step's weight.
 
 Two tritonservers stand for the two tracks (stable: text-classifier version 1; canary: per case),
 each scraped by this module's Prometheus with the label `rollouts_pod_template_hash` (made-up
@@ -44,8 +44,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +60,7 @@ from onnx import numpy_helper
 
 from model_repo_check.tritonserver.processes import LOOPBACK, ServerError, ServerProcess, free_port, wait_for
 from model_repo_check.tritonserver.server import REPO, TritonProcess
-from serving.canary.analysis import AnalysisRun, RunResult, Timing, prometheus_query
+from serving.canary.analysis import AnalysisRun, RunResult, Timing, duration_seconds, prometheus_query
 from serving.canary.build_golden import GOLDEN_FILE
 from serving.canary.golden import read_golden
 from serving.canary.steps import ABORTED, PAUSED, PROMOTED, Decision, drive
@@ -261,8 +263,38 @@ def _alive(tracks: Mapping[str, TritonProcess], when: str) -> None:
             raise ServerError(f"the {track} tritonserver is not running {when}", server.log)
 
 
-def release(lab: dict[str, Any], name: str, repository: Path, reaches_canary: bool = True) -> Decision:
-    """Start the canary, label both tracks, drive the steps with the weighted load; print the timeline."""
+@contextmanager
+def scrape_gap(
+    scrapes: Scrapes, tracks: Mapping[str, TritonProcess], canary_hash: str, gap: tuple[float, float]
+) -> Iterator[None]:
+    """From gap[0] to gap[1] seconds on, Prometheus does not scrape the canary (a scrape outage,
+    a relabelling slip): its series go stale and a measurement in between has no data."""
+    stop = threading.Event()
+
+    def outage() -> None:
+        if not stop.wait(gap[0]):
+            scrapes.label({h: t for h, t in tracks.items() if h != canary_hash})
+            if not stop.wait(gap[1] - gap[0]):
+                scrapes.label(tracks)
+
+    thread = threading.Thread(target=outage, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+
+
+def release(
+    lab: dict[str, Any],
+    name: str,
+    repository: Path,
+    reaches_canary: bool = True,
+    gap: tuple[float, float] | None = None,
+) -> Decision:
+    """Start the canary, label both tracks, drive the steps with the weighted load; print the timeline.
+    `gap`: seconds after the first step from which to which the canary is not scraped."""
     canary_hash = hashlib.sha256(name.encode()).hexdigest()[:10]
     stable: TritonProcess = lab["stable"]
     _alive({"stable": stable}, f"before the release {name!r}")
@@ -270,7 +302,8 @@ def release(lab: dict[str, Any], name: str, repository: Path, reaches_canary: bo
     with TritonProcess(repository, lab["base"] / f"canary-{name}") as canary:
         if reaches_canary:
             _warm(canary)
-        lab["scrapes"].label({STABLE_HASH: stable, canary_hash: canary})
+        tracks = {STABLE_HASH: stable, canary_hash: canary}
+        lab["scrapes"].label(tracks)
 
         def analyse(chosen: list[Mapping[str, Any]], args: Mapping[str, str]) -> RunResult:
             lab_args = {"stable-url": stable.grpc_url, "canary-url": canary.grpc_url, "window": WINDOW}
@@ -288,7 +321,8 @@ def release(lab: dict[str, Any], name: str, repository: Path, reaches_canary: bo
             reaches_canary=reaches_canary,
         )
         print(f"\n=== {name}: stable {STABLE_HASH}, canary {canary_hash} ===")
-        with load:
+        outage = scrape_gap(lab["scrapes"], tracks, canary_hash, gap) if gap else nullcontext()
+        with load, outage:
             decision = drive(
                 load_steps(),
                 templates,
@@ -323,6 +357,21 @@ def test_30_percent_slower_canary_is_aborted_at_5(lab: dict[str, Any]) -> None:
     assert len(decision.runs) == 1, f"aborted at the analysis at 5%: {decision.timeline}"
     latency = decision.runs[0].metrics[[m.name for m in decision.runs[0].metrics].index("p95-latency-ratio")]
     assert latency.phase == "Failed", decision.timeline
+
+
+def test_one_empty_measurement_of_three_is_never_promoted(lab: dict[str, Any]) -> None:
+    """The canary is not scraped around the 5% step's second measurement, then scraped again: no
+    data once, between two good measurements, pauses the release (with a tolerance of one empty
+    measurement, [Successful, no data, Successful] was promoted)."""
+    (metric,) = lab["templates"]["triton-canary-latency"]["spec"]["metrics"]
+    first = TIMING.scale * duration_seconds(metric["initialDelay"], "initialDelay")
+    second = first + TIMING.scale * duration_seconds(metric["interval"], "interval")
+    repository = _lab_repository(lab["base"] / "gap", SOURCE / "1/model.onnx")
+    decision = release(lab, "gap", repository, gap=(first + 2, second + 5))
+    assert decision.outcome == PAUSED and decision.weight == 5, decision.timeline
+    assert [run.phase for run in decision.runs] == ["Inconclusive"], decision.timeline
+    latency = _metric_values(decision, "p95-latency-ratio")
+    assert len(latency) == 2 and latency[0] != "[]" and latency[1] == "[]", decision.timeline
 
 
 def test_one_point_less_accurate_canary_is_aborted(lab: dict[str, Any]) -> None:

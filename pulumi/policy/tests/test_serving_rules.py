@@ -382,3 +382,45 @@ def test_a_condition_outside_the_evaluated_subset_is_refused_as_unproven(conditi
 
 def test_job_metrics_have_no_conditions_to_guard() -> None:
     assert violations(TEMPLATE, template(None, None, provider="job")) == []
+
+
+TOLERANCE_RULE = "analysis-tolerates-no-failed-or-inconclusive-measurement"
+
+
+def limited(**limits: object) -> dict:
+    guarded = template(GUARD + "result[0] <= 1.2", GUARD + "result[0] > 1.2")
+    guarded["spec"]["metrics"][0].update(limits)
+    return guarded
+
+
+@pytest.mark.parametrize("limits", [{}, {"failureLimit": 0}, {"failureLimit": 0, "inconclusiveLimit": 0}])
+def test_analysis_without_tolerance_passes(limits: dict) -> None:
+    assert violations(TEMPLATE, limited(**limits)) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("failureLimit", 1),
+        ("inconclusiveLimit", 1),
+        ("failureLimit", -1),
+        ("failureLimit", "{{args.limit}}"),
+        ("inconclusiveLimit", "1"),
+        ("failureLimit", True),
+    ],
+    ids=["failure-1", "inconclusive-1", "unlimited", "an-arg", "a-string", "a-bool"],
+)
+def test_a_tolerance_limit_above_zero_is_refused_naming_the_field(field: str, value: object) -> None:
+    assert violations(TEMPLATE, limited(**{field: value})) == [
+        (
+            TOLERANCE_RULE,
+            f"triton/t: spec.metrics[0].{field} ('p95') is {value!r}: must be 0 (or unset), so that no failed"
+            " or inconclusive measurement is tolerated",
+        )
+    ]
+
+
+def test_job_metrics_are_held_to_no_tolerance_too() -> None:
+    job = template(None, None, provider="job")
+    job["spec"]["metrics"][0]["failureLimit"] = 1
+    assert [name for name, _ in violations(TEMPLATE, job)] == [TOLERANCE_RULE]
