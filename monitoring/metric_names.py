@@ -13,7 +13,9 @@ A name exists when something produces it:
 - the recording rules of monitoring/generated/rules.yml;
 - Prometheus itself: `up`, `ALERTS` and the other series it writes;
 - kube-state-metrics, which kube-prometheus-stack deploys: nothing here runs it, so the names
-  the rules use are listed by hand from its documentation (docs/metrics/workload/pod-metrics.md).
+  the rules use are listed by hand from its documentation (docs/metrics/workload/pod-metrics.md);
+- the Argo Rollouts controller: nothing here runs it either (it needs an API server); its
+  families at the pinned version, read from its source (ARGO_ROLLOUTS, a fixture naming the tag).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ TRITON_SCRAPE = ROOT / "tests/monitoring/fixtures/triton-2.51-metrics.txt"
 ADDONS = ROOT / "deploy/addons"
 LIMITER_METRICS = ROOT / "limiter/cgroup_limiter/metrics.py"
 RULES = ROOT / "monitoring/generated/rules.yml"
+ARGO_ROLLOUTS = ROOT / "tests/monitoring/fixtures/argo-rollouts-v1.9.0-metrics.txt"
 
 # Series that Prometheus writes itself: one set per scrape target, and one per firing alert.
 PROMETHEUS = frozenset(
@@ -85,6 +88,22 @@ def dcgm(addons: Path = ADDONS) -> set[str]:
     if not per_env:
         raise FileNotFoundError(f"no dcgm-exporter counters.csv under {addons}: run `make render-addons`")
     return set.intersection(*per_env)
+
+
+# The samples of one Go client family, by type: no _created, and a counter's name is as declared.
+_GO_SAMPLES = {"counter": ("",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
+
+
+def argo_rollouts(families: Path = ARGO_ROLLOUTS) -> dict[str, list[str]]:
+    """Every sample name of the Argo Rollouts controller, with its labels (the fixture's
+    `name type labels` lines)."""
+    samples = {}
+    for line in families.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, kind, labels = line.split()
+            for suffix in _GO_SAMPLES[kind]:
+                samples[name + suffix] = labels.split(",") + (["le"] if suffix == "_bucket" else [])
+    return samples
 
 
 def _limiter_module() -> ModuleType:
@@ -159,5 +178,6 @@ def catalog() -> Catalog:
     sources |= dict.fromkeys(limiter(), "cgroup limiter")
     sources |= dict.fromkeys(drift_agent(), "drift agent")
     sources |= dict.fromkeys(gateway(), "gateway")
+    sources |= dict.fromkeys(argo_rollouts(), f"Argo Rollouts ({ARGO_ROLLOUTS.name})")
     sources |= {rule["record"]: f"recording rule ({RULES.name})" for rule in rules() if "record" in rule}
     return Catalog(sources)

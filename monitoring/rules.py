@@ -606,6 +606,48 @@ def gateway_alerts() -> Group:
     )
 
 
+# Argo Rollouts' controller (v1.9, controller/metrics/rollouts.go): `rollout_info` is 1 for each
+# Rollout, its `phase` label the controller's reading of the Progressing condition: Completed,
+# Progressing, Paused (a pause step, or an inconclusive analysis waiting for a person), Abort (an
+# analysis failed or someone aborted), Timeout, Error, InvalidSpec. The chart's ServiceMonitor
+# (pulumi/gpu_serving/charts.py) has Prometheus scrape it.
+ROLLOUT_PAUSED_FOR = "30m"
+
+
+def rollout_alerts() -> Group:
+    return group(
+        "rollout.alerts",
+        alert(
+            "RolloutAborted",
+            'max by (namespace, name) (rollout_info{phase="Abort"}) == 1',
+            for_="0m",
+            severity="ticket",
+            summary="A canary release was aborted: all traffic is back on the stable pods.",
+            description="{{ $labels.namespace }}/{{ $labels.name }}: Argo Rollouts aborted the canary"
+            " ({{ $value }}); the Rollout's template names the rejected release until git names another.",
+        ),
+        alert(
+            "RolloutPausedLong",
+            'max by (namespace, name) (rollout_info{phase="Paused"}) == 1',
+            for_=ROLLOUT_PAUSED_FOR,
+            severity="ticket",
+            summary="A canary release has waited for a person for 30 minutes.",
+            description="{{ $labels.namespace }}/{{ $labels.name }} has been paused for"
+            f" {ROLLOUT_PAUSED_FOR} ({{{{ $value }}}}): an inconclusive analysis (no data) or a pause"
+            " without a duration waits for promote or abort.",
+        ),
+        alert(
+            "RolloutFailing",
+            'max by (namespace, name, phase) (rollout_info{phase=~"Error|Timeout|InvalidSpec"}) == 1',
+            for_="5m",
+            severity="ticket",
+            summary="Argo Rollouts cannot roll a Rollout forward (error, timeout or invalid spec).",
+            description="{{ $labels.namespace }}/{{ $labels.name }} is in phase {{ $labels.phase }}"
+            " ({{ $value }}) for 5 minutes.",
+        ),
+    )
+
+
 def heartbeat() -> Group:
     """Watchdog always fires, so Alertmanager notifies the heartbeat receiver every minute: when
     the notifications stop, the dead man's switch behind that receiver raises its own alarm (a
@@ -636,5 +678,6 @@ def groups() -> list[Group]:
         gateway_rules(),
         gateway_slo_records(),
         gateway_alerts(),
+        rollout_alerts(),
         heartbeat(),
     ]

@@ -35,6 +35,19 @@ def test_the_rules_read_only_metrics_that_exist() -> None:
     assert CATALOG.problems(RULE_FILE, queries) == []
 
 
+def test_the_release_alerts_group_by_labels_the_rollouts_controller_sets() -> None:
+    """rollout_info's labels at the pinned Argo Rollouts: its phase is a label, not a series per
+    phase (the deprecated rollout_phase's form), and the alerts keep namespace and name."""
+    labels = set(metric_names.argo_rollouts()["rollout_info"])
+    alerts = [r for r in metric_names.rules() if r.get("alert", "").startswith("Rollout")]
+    assert len(alerts) == 3
+    for rule in alerts:
+        used = set(re.findall(r"\b(\w+)=~?\"", rule["expr"])) | {
+            name.strip() for by in re.findall(r"by \(([^)]*)\)", rule["expr"]) for name in by.split(",")
+        }
+        assert used and used <= labels, (rule["alert"], used - labels)
+
+
 @pytest.mark.parametrize("stem", sorted(dashboards.dashboards()))
 def test_the_dashboards_read_only_metrics_that_exist(stem: str) -> None:
     board = dashboards.dashboards()[stem]
